@@ -1,0 +1,10 @@
+"""causal-conv1d for ROCm: a drop-in, HIP-native replacement for the ``causal-conv1d`` package.
+
+    from causal_conv1d import causal_conv1d_fn, causal_conv1d_update
+"""
+
+__version__ = "1.6.1"
+
+from causal_conv1d.causal_conv1d_interface import causal_conv1d_fn  # noqa: E402
+
+__all__ = ["causal_conv1d_fn", "__version__"]

@@ -1,0 +1,44 @@
+"""Loads the compiled op library and registers the fake (meta) kernels torch.compile traces with.
+
+The ops live in the ``torch.ops.causal_conv1d`` namespace; the public API in
+``causal_conv1d_interface`` and friends calls them. Nothing here allocates on the hot path.
+"""
+
+import glob
+import os
+
+import torch
+
+_here = os.path.dirname(os.path.abspath(__file__))
+
+
+def _find_library():
+    candidates = sorted(glob.glob(os.path.join(_here, "_C*.so")))
+    if not candidates:
+        raise ImportError(
+            "causal_conv1d: the compiled op library (_C*.so) is missing next to "
+            f"{_here}. Build it with `pip install --no-build-isolation .` (or `-e .`)."
+        )
+    return candidates[0]
+
+
+LIBRARY_PATH = _find_library()
+torch.ops.load_library(LIBRARY_PATH)
+ops = torch.ops.causal_conv1d
+
+
+def build_config():
+    """What the loaded binary was built for, as a dict (backend, gpu_archs, torch_version)."""
+    lines = ops.build_config().strip().splitlines()
+    return dict(line.split("=", 1) for line in lines)
+
+
+@torch.library.register_fake("causal_conv1d::fwd")
+def _fwd_fake(x, weight, bias, seq_idx, initial_states, out, final_states_out, silu_activation):
+    return None
+
+
+@torch.library.register_fake("causal_conv1d::varlen_states")
+def _varlen_states_fake(x, cu_seqlens, state_len):
+    batch = cu_seqlens.shape[0] - 1
+    return x.new_empty((batch, state_len, x.shape[1])).transpose(1, 2)

@@ -1,0 +1,119 @@
+# Chooses the backend and, for GPU backends, the target architectures, then enables the GPU
+# language. Decisions and their sources are printed so a build log says what was built.
+#
+# Backend: CAUSAL_CONV1D_BACKEND (hip | cuda | cpu | auto), else from the PyTorch build:
+# ROCm -> hip, CUDA -> cuda, neither -> cpu.
+#
+# HIP archs, first one set wins: CAUSAL_CONV1D_HIP_ARCHS, PYTORCH_ROCM_ARCH, HIP_ARCHITECTURES
+# (upstream's name), else the default list below.
+# Lists may be separated by ';', ',' or spaces. "native" is passed on only when asked for.
+#
+# CUDA archs (the NVIDIA build of the same source): CAUSAL_CONV1D_CUDA_ARCHS (CMake's form:
+# "90;80"), else TORCH_CUDA_ARCH_LIST ("9.0;8.0+PTX"), else 80;90.
+#
+# Each may be given as -D or in the environment (see _causal_conv1d_init_setting).
+#
+# Out: CAUSAL_CONV1D_BACKEND_RESOLVED (hip | cuda | cpu), CAUSAL_CONV1D_GPU_ARCHS (list).
+
+set(CAUSAL_CONV1D_DEFAULT_HIP_ARCHS gfx1201 gfx1200 gfx1100 gfx1101 gfx1151 gfx942 gfx90a)
+
+# Settings are cache variables: -D wins, otherwise the environment at the first configure fills
+# them, and they persist from then on (a re-configure triggered by the build tool, with a
+# different environment, must not silently switch backend or archs). setup.py keys its build
+# directory by these environment variables so each combination gets its own cache.
+function(_causal_conv1d_init_setting name doc)
+  if(NOT DEFINED CACHE{${name}})
+    set(_value "")
+    set(_source "")
+    foreach(_env IN LISTS ARGN)
+      if(DEFINED ENV{${_env}} AND NOT "$ENV{${_env}}" STREQUAL "")
+        set(_value "$ENV{${_env}}")
+        set(_source "environment ${_env}")
+        break()
+      endif()
+    endforeach()
+    set(${name} "${_value}" CACHE STRING "${doc}")
+  elseif(DEFINED CACHE{${name}_SEEN} AND "${${name}}" STREQUAL "${${name}_SEEN}")
+    set(_source "${${name}_SOURCE}")  # unchanged since we recorded where it came from
+  else()
+    set(_source "-D${name}")
+  endif()
+  set(${name}_SOURCE "${_source}" CACHE INTERNAL "")
+  set(${name}_SEEN "${${name}}" CACHE INTERNAL "")
+endfunction()
+
+function(_causal_conv1d_split_list out value)
+  string(REGEX REPLACE "[ ,;]+" ";" _l "${value}")
+  list(REMOVE_ITEM _l "")
+  list(REMOVE_DUPLICATES _l)
+  set(${out} "${_l}" PARENT_SCOPE)
+endfunction()
+
+_causal_conv1d_init_setting(CAUSAL_CONV1D_BACKEND "hip | cuda | cpu | auto" CAUSAL_CONV1D_BACKEND)
+_causal_conv1d_init_setting(CAUSAL_CONV1D_HIP_ARCHS "AMD GPU archs (default: a list incl. gfx1201)"
+  CAUSAL_CONV1D_HIP_ARCHS PYTORCH_ROCM_ARCH HIP_ARCHITECTURES)
+_causal_conv1d_init_setting(CAUSAL_CONV1D_CUDA_ARCHS "NVIDIA archs, CMake form (default: 80;90)"
+  CAUSAL_CONV1D_CUDA_ARCHS TORCH_CUDA_ARCH_LIST)
+
+# --- backend ---------------------------------------------------------------------------------
+string(TOLOWER "${CAUSAL_CONV1D_BACKEND}" _backend)
+if(_backend STREQUAL "" OR _backend STREQUAL "auto")
+  if(TORCH_HIP_VERSION)
+    set(_backend hip)
+    set(_backend_source "PyTorch ${TORCH_VERSION} is a ROCm build (HIP ${TORCH_HIP_VERSION})")
+  elseif(TORCH_CUDA_VERSION)
+    set(_backend cuda)
+    set(_backend_source "PyTorch ${TORCH_VERSION} is a CUDA build (CUDA ${TORCH_CUDA_VERSION})")
+  else()
+    set(_backend cpu)
+    set(_backend_source "PyTorch ${TORCH_VERSION} has no GPU support")
+  endif()
+elseif(_backend MATCHES "^(hip|cuda|cpu)$")
+  set(_backend_source "${CAUSAL_CONV1D_BACKEND_SOURCE}")
+else()
+  message(FATAL_ERROR "causal-conv1d: CAUSAL_CONV1D_BACKEND must be hip, cuda, cpu or auto, got '${CAUSAL_CONV1D_BACKEND}' (${CAUSAL_CONV1D_BACKEND_SOURCE})")
+endif()
+set(CAUSAL_CONV1D_BACKEND_RESOLVED ${_backend})
+message(STATUS "causal-conv1d: backend ${_backend} (${_backend_source})")
+
+# --- HIP -------------------------------------------------------------------------------------
+if(_backend STREQUAL "hip")
+  _causal_conv1d_split_list(_archs "${CAUSAL_CONV1D_HIP_ARCHS}")
+  set(_archs_source "${CAUSAL_CONV1D_HIP_ARCHS_SOURCE}")
+  if(NOT _archs)
+    set(_archs ${CAUSAL_CONV1D_DEFAULT_HIP_ARCHS})
+    set(_archs_source "default list")
+  endif()
+  foreach(_a IN LISTS _archs)
+    if(NOT _a MATCHES "^(gfx[0-9a-f]+(:[a-z0-9-]+[+-])*|native)$")
+      message(FATAL_ERROR "causal-conv1d: '${_a}' (from ${_archs_source}) is not an AMD GPU arch such as gfx1201 or gfx90a:xnack-")
+    endif()
+  endforeach()
+  # Must be set before enable_language(HIP): otherwise CMake asks the machine's GPUs (native).
+  set(CMAKE_HIP_ARCHITECTURES "${_archs}" CACHE STRING "AMD GPU targets" FORCE)
+  enable_language(HIP)
+  set(CAUSAL_CONV1D_GPU_ARCHS ${_archs})
+  message(STATUS "causal-conv1d: HIP archs ${_archs} (${_archs_source}); compiler ${CMAKE_HIP_COMPILER} ${CMAKE_HIP_COMPILER_VERSION}")
+
+# --- CUDA ------------------------------------------------------------------------------------
+elseif(_backend STREQUAL "cuda")
+  # Accepts CMake's form (90;80) and TORCH_CUDA_ARCH_LIST's (9.0;8.0+PTX).
+  _causal_conv1d_split_list(_l "${CAUSAL_CONV1D_CUDA_ARCHS}")
+  set(_archs "")
+  foreach(_a IN LISTS _l)
+    string(REGEX REPLACE "\\+PTX$" "" _a "${_a}")
+    string(REPLACE "." "" _a "${_a}")
+    list(APPEND _archs ${_a})
+  endforeach()
+  set(_archs_source "${CAUSAL_CONV1D_CUDA_ARCHS_SOURCE}")
+  if(NOT _archs)
+    set(_archs 80 90)
+    set(_archs_source "default list")
+  endif()
+  set(CMAKE_CUDA_ARCHITECTURES "${_archs}" CACHE STRING "NVIDIA GPU targets" FORCE)
+  enable_language(CUDA)
+  set(CAUSAL_CONV1D_GPU_ARCHS ${_archs})
+  message(STATUS "causal-conv1d: CUDA archs ${_archs} (${_archs_source}); compiler ${CMAKE_CUDA_COMPILER} ${CMAKE_CUDA_COMPILER_VERSION}")
+else()
+  set(CAUSAL_CONV1D_GPU_ARCHS "")
+endif()

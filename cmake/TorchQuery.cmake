@@ -1,0 +1,55 @@
+# Reads what the build needs of the PyTorch in use from its Python package: version, whether it is
+# a ROCm or CUDA build, headers, libraries, C++ ABI. Deliberately not find_package(Torch): its
+# CUDA/HIP logic probes nvcc and injects -gencode flags, which is the upstream failure on ROCm.
+#
+# In:  CAUSAL_CONV1D_PYTHON (defaults to the first python3 on PATH)
+# Out: TORCH_VERSION, TORCH_HIP_VERSION, TORCH_CUDA_VERSION, TORCH_INCLUDE_DIRS,
+#      TORCH_LIBRARY_DIR, TORCH_CXX11_ABI, and the imported target causal_conv1d::torch
+
+if(NOT CAUSAL_CONV1D_PYTHON)
+  find_program(CAUSAL_CONV1D_PYTHON NAMES python3 python REQUIRED)
+endif()
+
+set(_torch_query [=[
+import os, torch
+import torch.utils.cpp_extension as ce
+print("version=" + torch.__version__)
+print("hip=" + (torch.version.hip or ""))
+print("cuda=" + (torch.version.cuda or ""))
+print("include_dirs=" + "|".join(ce.include_paths()))
+print("library_dir=" + os.path.join(os.path.dirname(torch.__file__), "lib"))
+print("cxx11_abi=" + str(int(torch._C._GLIBCXX_USE_CXX11_ABI)))
+]=])
+execute_process(
+  COMMAND "${CAUSAL_CONV1D_PYTHON}" -c "${_torch_query}"
+  OUTPUT_VARIABLE _out ERROR_VARIABLE _err RESULT_VARIABLE _rc)
+if(NOT _rc EQUAL 0)
+  message(FATAL_ERROR "causal-conv1d: cannot import torch with ${CAUSAL_CONV1D_PYTHON}:\n${_err}\n"
+                      "Install PyTorch first (build with pip --no-build-isolation so it is visible).")
+endif()
+string(REPLACE "\n" ";" _lines "${_out}")
+foreach(_line IN LISTS _lines)
+  if(_line MATCHES "^([a-z_0-9]+)=(.*)$")
+    set(_torch_${CMAKE_MATCH_1} "${CMAKE_MATCH_2}")
+  endif()
+endforeach()
+set(TORCH_VERSION "${_torch_version}")
+set(TORCH_HIP_VERSION "${_torch_hip}")
+set(TORCH_CUDA_VERSION "${_torch_cuda}")
+string(REPLACE "|" ";" TORCH_INCLUDE_DIRS "${_torch_include_dirs}")
+set(TORCH_LIBRARY_DIR "${_torch_library_dir}")
+set(TORCH_CXX11_ABI "${_torch_cxx11_abi}")
+
+foreach(_lib c10 torch_cpu torch)
+  find_library(TORCH_${_lib}_LIBRARY NAMES ${_lib} PATHS "${TORCH_LIBRARY_DIR}" NO_DEFAULT_PATH)
+  if(NOT TORCH_${_lib}_LIBRARY)
+    message(FATAL_ERROR "causal-conv1d: lib${_lib}.so not found in ${TORCH_LIBRARY_DIR}")
+  endif()
+endforeach()
+
+add_library(causal_conv1d_torch INTERFACE)
+add_library(causal_conv1d::torch ALIAS causal_conv1d_torch)
+target_include_directories(causal_conv1d_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
+target_compile_definitions(causal_conv1d_torch INTERFACE _GLIBCXX_USE_CXX11_ABI=${TORCH_CXX11_ABI})
+target_link_libraries(causal_conv1d_torch INTERFACE
+  ${TORCH_torch_LIBRARY} ${TORCH_torch_cpu_LIBRARY} ${TORCH_c10_LIBRARY})

@@ -1,0 +1,34 @@
+// GPU launchers, declared without any GPU header so the torch layer and GoogleTest can include
+// this with a plain host compiler. Implemented in csrc/kernels/*.hip, which are compiled by
+// hipcc/clang for AMD or, the very same source, by nvcc for NVIDIA.
+//
+// Every launcher takes a params struct and a stream (hipStream_t / cudaStream_t passed as void*;
+// nullptr is the default stream), launches asynchronously, and returns 0 or an error code
+// (status.h); gpu_status_string() turns any code into text.
+#pragma once
+
+#include <cstddef>
+
+#include "causal_conv1d/params.h"
+#include "causal_conv1d/status.h"
+
+namespace causal_conv1d::gpu {
+
+// "hip" or "cuda".
+const char* backend_name();
+// Text for any status code, including the GPU runtime's own.
+const char* gpu_status_string(int code);
+// Number of visible devices (0 when there is none or the runtime reports an error).
+int device_count();
+
+// Minimal device-memory helpers so GoogleTest can drive launchers without GPU headers. Each
+// returns a status code.
+int device_malloc(void** ptr, size_t bytes);
+int device_free(void* ptr);
+int copy_to_device(void* dst, const void* src, size_t bytes);
+int copy_to_host(void* dst, const void* src, size_t bytes);
+int device_synchronize();
+
+int launch_varlen_states(const VarlenStatesParams& p, void* stream);
+
+}  // namespace causal_conv1d::gpu

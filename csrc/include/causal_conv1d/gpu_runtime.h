@@ -1,0 +1,89 @@
+// The portability layer: the few runtime calls, types and device intrinsics our kernels use, for
+// HIP (AMD, the primary target) and CUDA (NVIDIA, where the same source is tested and measured).
+// Only what we use is wrapped; nothing else of either API is renamed.
+//
+// The backend is chosen by CMake with CAUSAL_CONV1D_USE_HIP or CAUSAL_CONV1D_USE_CUDA.
+#pragma once
+
+#if defined(CAUSAL_CONV1D_USE_HIP)
+#include <hip/hip_runtime.h>
+#elif defined(CAUSAL_CONV1D_USE_CUDA)
+#include <cuda_runtime.h>
+#else
+#error "gpu_runtime.h needs CAUSAL_CONV1D_USE_HIP or CAUSAL_CONV1D_USE_CUDA"
+#endif
+
+namespace causal_conv1d::gpu {
+
+#if defined(CAUSAL_CONV1D_USE_HIP)
+using Stream = hipStream_t;
+using Error = hipError_t;
+constexpr Error kGpuSuccess = hipSuccess;
+inline Error last_error() { return hipGetLastError(); }
+inline const char* error_string(Error e) { return hipGetErrorString(e); }
+inline Error get_device_count(int* n) { return hipGetDeviceCount(n); }
+inline Error gpu_malloc(void** p, size_t n) { return hipMalloc(p, n); }
+inline Error gpu_free(void* p) { return hipFree(p); }
+inline Error gpu_memcpy_h2d(void* d, const void* s, size_t n) { return hipMemcpy(d, s, n, hipMemcpyHostToDevice); }
+inline Error gpu_memcpy_d2h(void* d, const void* s, size_t n) { return hipMemcpy(d, s, n, hipMemcpyDeviceToHost); }
+inline Error gpu_synchronize() { return hipDeviceSynchronize(); }
+#else
+using Stream = cudaStream_t;
+using Error = cudaError_t;
+constexpr Error kGpuSuccess = cudaSuccess;
+inline Error last_error() { return cudaGetLastError(); }
+inline const char* error_string(Error e) { return cudaGetErrorString(e); }
+inline Error get_device_count(int* n) { return cudaGetDeviceCount(n); }
+inline Error gpu_malloc(void** p, size_t n) { return cudaMalloc(p, n); }
+inline Error gpu_free(void* p) { return cudaFree(p); }
+inline Error gpu_memcpy_h2d(void* d, const void* s, size_t n) { return cudaMemcpy(d, s, n, cudaMemcpyHostToDevice); }
+inline Error gpu_memcpy_d2h(void* d, const void* s, size_t n) { return cudaMemcpy(d, s, n, cudaMemcpyDeviceToHost); }
+inline Error gpu_synchronize() { return cudaDeviceSynchronize(); }
+#endif
+
+// Wave (warp) size of the target being compiled. RDNA (gfx10-12) and NVIDIA run 32 lanes; GCN and
+// CDNA (gfx8, gfx9: gfx90a, gfx942, ...) run 64. warpSize is a run-time value since ROCm 7 and
+// __AMDGCN_WAVEFRONT_SIZE is deprecated, so the choice is made from the target macros. In the
+// host pass no target is known: host code must not size anything by kWarpSize (block sizes are
+// multiples of 64, valid for both), and checks the device's warp size at run time instead.
+#if defined(__GFX8__) || defined(__GFX9__)
+constexpr int kWarpSize = 64;
+#else
+constexpr int kWarpSize = 32;
+#endif
+
+// Shuffles always name their width; on CUDA every lane of the warp takes part.
+template <typename T>
+__device__ __forceinline__ T shfl_xor(T v, int lane_mask, int width) {
+#if defined(CAUSAL_CONV1D_USE_HIP)
+  return __shfl_xor(v, lane_mask, width);
+#else
+  return __shfl_xor_sync(0xffffffffu, v, lane_mask, width);
+#endif
+}
+
+template <typename T>
+__device__ __forceinline__ T shfl_up(T v, unsigned delta, int width) {
+#if defined(CAUSAL_CONV1D_USE_HIP)
+  return __shfl_up(v, delta, width);
+#else
+  return __shfl_up_sync(0xffffffffu, v, delta, width);
+#endif
+}
+
+template <typename T>
+__device__ __forceinline__ T shfl_down(T v, unsigned delta, int width) {
+#if defined(CAUSAL_CONV1D_USE_HIP)
+  return __shfl_down(v, delta, width);
+#else
+  return __shfl_down_sync(0xffffffffu, v, delta, width);
+#endif
+}
+
+// Converts the runtime's error of the last launch into our status code.
+inline int launch_status() {
+  const Error e = last_error();
+  return e == kGpuSuccess ? 0 : static_cast<int>(e);
+}
+
+}  // namespace causal_conv1d::gpu

@@ -1,0 +1,67 @@
+// causal_conv1d_varlen_states on the GPU: a gather, no arithmetic.
+//
+// Grid: x over channel tiles of kNThreads, y over state columns r, z over sequences b (both
+// grid-strided, so any batch or state_len fits the grid limits). Thread c of a block copies
+// x[end_b - state_len + r, c] into states[b, c, r], or writes zero when that row lies before the
+// sequence's start. Consecutive threads touch consecutive channels, so with dim contiguous in x
+// and in the (channel-last) states the accesses coalesce.
+#include <algorithm>
+#include <cstdint>
+
+#include "causal_conv1d/gpu.h"
+#include "causal_conv1d/gpu_runtime.h"
+
+namespace causal_conv1d::gpu {
+
+namespace {
+
+struct VarlenTraits {
+  static constexpr int kNThreads = 256;
+  static constexpr int kMaxGridYZ = 65535;
+};
+
+template <typename Bits>
+__global__ void __launch_bounds__(VarlenTraits::kNThreads)
+    varlen_states_kernel(VarlenStatesParams p) {
+  const int64_t c = int64_t(blockIdx.x) * VarlenTraits::kNThreads + threadIdx.x;
+  if (c >= p.dim) return;
+  const Bits* x = static_cast<const Bits*>(p.x);
+  Bits* states = static_cast<Bits*>(p.states);
+  for (int64_t b = blockIdx.z; b < p.batch; b += gridDim.z) {
+    int64_t end, start;
+    if (p.cu_seqlens_int64) {
+      end = static_cast<const int64_t*>(p.cu_seqlens)[b + 1];
+      start = static_cast<const int64_t*>(p.cu_seqlens)[b];
+    } else {
+      end = static_cast<const int32_t*>(p.cu_seqlens)[b + 1];
+      start = static_cast<const int32_t*>(p.cu_seqlens)[b];
+    }
+    // Offsets are documented as sorted and within x; clamping keeps every read in bounds even
+    // when they are not (the GPU path cannot raise without a host synchronisation).
+    end = min(max(end, int64_t(0)), p.total_tokens);
+    start = min(max(start, int64_t(0)), end);
+    for (int64_t r = blockIdx.y; r < p.state_len; r += gridDim.y) {
+      const int64_t src = end - p.state_len + r;
+      Bits v{};
+      if (src >= start) v = x[src * p.x_l_stride + c * p.x_c_stride];
+      states[b * p.states_batch_stride + c * p.states_c_stride + r * p.states_l_stride] = v;
+    }
+  }
+}
+
+}  // namespace
+
+int launch_varlen_states(const VarlenStatesParams& p, void* stream) {
+  if (p.batch == 0 || p.dim == 0 || p.state_len == 0) return kSuccess;
+  const dim3 grid(static_cast<unsigned>((p.dim + VarlenTraits::kNThreads - 1) / VarlenTraits::kNThreads),
+                  static_cast<unsigned>(std::min<int64_t>(p.state_len, VarlenTraits::kMaxGridYZ)),
+                  static_cast<unsigned>(std::min<int64_t>(p.batch, VarlenTraits::kMaxGridYZ)));
+  auto s = static_cast<Stream>(stream);
+  if (dtype_size(p.dtype) == 4)
+    varlen_states_kernel<uint32_t><<<grid, VarlenTraits::kNThreads, 0, s>>>(p);
+  else
+    varlen_states_kernel<uint16_t><<<grid, VarlenTraits::kNThreads, 0, s>>>(p);
+  return launch_status();
+}
+
+}  // namespace causal_conv1d::gpu

@@ -1,0 +1,43 @@
+// GPU implementations of the ops, registered for the CUDA dispatch key: ROCm builds of PyTorch
+// present AMD GPUs as device type "cuda", so this one registration serves both vendors. No GPU
+// header is needed here: the stream comes from c10 as an opaque handle.
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/library.h>
+
+#include "causal_conv1d/gpu.h"
+#include "checks.h"
+
+namespace causal_conv1d::torch_ops {
+namespace {
+
+// The current stream of x's device, as the runtime's handle (hipStream_t / cudaStream_t).
+void* current_stream(const at::Device& device) {
+  return reinterpret_cast<void*>(
+      c10::impl::getDeviceGuardImpl(device.type())->getStream(device).native_handle());
+}
+
+void fwd_gpu(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias, const OptTensor& seq_idx,
+             const OptTensor& initial_states, const at::Tensor& out, const OptTensor& final_states_out,
+             bool silu_activation) {
+  TORCH_CHECK(false, "causal_conv1d_fwd: the GPU forward kernel is not built yet (x is on ", x.device(),
+              "); move the tensors to the CPU");
+}
+
+at::Tensor varlen_states_gpu(const at::Tensor& x, const at::Tensor& cu_seqlens, int64_t state_len) {
+  const c10::DeviceGuard guard(x.device());
+  at::Tensor states = new_varlen_states(x, cu_seqlens, state_len);
+  const VarlenStatesParams p = make_varlen_states_params(x, cu_seqlens, states);
+  check_launch("causal_conv1d_varlen_states", "varlen_states_kernel",
+               gpu::launch_varlen_states(p, current_stream(x.device())));
+  return states;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(causal_conv1d, CUDA, m) {
+  m.impl("fwd", &fwd_gpu);
+  m.impl("varlen_states", &varlen_states_gpu);
+}
+
+}  // namespace causal_conv1d::torch_ops

@@ -1,0 +1,33 @@
+// Op schemas. Outputs that callers pre-allocate are mutable arguments (out-buffer style), so the
+// Python layer controls allocation and layout; fake (meta) kernels live in causal_conv1d/_ops.py.
+#include <torch/library.h>
+
+#include <string>
+
+#ifndef CAUSAL_CONV1D_BACKEND_NAME
+#error "CMake defines CAUSAL_CONV1D_BACKEND_NAME"
+#endif
+
+namespace causal_conv1d::torch_ops {
+namespace {
+
+// What this binary was built for, as "key=value" lines (read by causal_conv1d.show_config()).
+std::string build_config() {
+  std::string s = "backend=" CAUSAL_CONV1D_BACKEND_NAME "\n";
+  s += "gpu_archs=" CAUSAL_CONV1D_GPU_ARCHS "\n";
+  s += "torch_version=" CAUSAL_CONV1D_TORCH_VERSION "\n";
+  return s;
+}
+
+}  // namespace
+}  // namespace causal_conv1d::torch_ops
+
+TORCH_LIBRARY(causal_conv1d, m) {
+  const std::vector<at::Tag> tags{at::Tag::pt2_compliant_tag};
+  m.def(
+      "fwd(Tensor x, Tensor weight, Tensor? bias, Tensor? seq_idx, Tensor? initial_states, "
+      "Tensor(a!) out, Tensor(b!)? final_states_out, bool silu_activation) -> ()",
+      tags);
+  m.def("varlen_states(Tensor x, Tensor cu_seqlens, int state_len) -> Tensor", tags);
+  m.def("build_config() -> str", &causal_conv1d::torch_ops::build_config);
+}
