@@ -4,8 +4,8 @@ The ops live in the ``torch.ops.causal_conv1d`` namespace; the public API in
 ``causal_conv1d_interface`` and friends calls them. Nothing here allocates on the hot path.
 """
 
-import glob
 import os
+import sysconfig
 
 import torch
 
@@ -13,13 +13,14 @@ _here = os.path.dirname(os.path.abspath(__file__))
 
 
 def _find_library():
-    candidates = sorted(glob.glob(os.path.join(_here, "_C*.so")))
-    if not candidates:
+    # Built per interpreter (the name carries Python's extension suffix), loaded with ctypes.
+    path = os.path.join(_here, "_C" + sysconfig.get_config_var("EXT_SUFFIX"))
+    if not os.path.exists(path):
         raise ImportError(
-            "causal_conv1d: the compiled op library (_C*.so) is missing next to "
-            f"{_here}. Build it with `pip install --no-build-isolation .` (or `-e .`)."
+            f"causal_conv1d: the compiled op library {os.path.basename(path)} is missing in {_here}. "
+            "Build it with `pip install --no-build-isolation .` (or `-e .`) using this Python."
         )
-    return candidates[0]
+    return path
 
 
 LIBRARY_PATH = _find_library()

@@ -4,14 +4,14 @@
 #
 # In:  CAUSAL_CONV1D_PYTHON (defaults to the first python3 on PATH)
 # Out: TORCH_VERSION, TORCH_HIP_VERSION, TORCH_CUDA_VERSION, TORCH_INCLUDE_DIRS,
-#      TORCH_LIBRARY_DIR, TORCH_CXX11_ABI, and the imported target causal_conv1d::torch
+#      TORCH_LIBRARY_DIR, TORCH_CXX11_ABI, PYTHON_EXT_SUFFIX, and the target causal_conv1d::torch
 
 if(NOT CAUSAL_CONV1D_PYTHON)
   find_program(CAUSAL_CONV1D_PYTHON NAMES python3 python REQUIRED)
 endif()
 
 set(_torch_query [=[
-import os, torch
+import os, sysconfig, torch
 import torch.utils.cpp_extension as ce
 print("version=" + torch.__version__)
 print("hip=" + (torch.version.hip or ""))
@@ -19,6 +19,7 @@ print("cuda=" + (torch.version.cuda or ""))
 print("include_dirs=" + "|".join(ce.include_paths()))
 print("library_dir=" + os.path.join(os.path.dirname(torch.__file__), "lib"))
 print("cxx11_abi=" + str(int(torch._C._GLIBCXX_USE_CXX11_ABI)))
+print("ext_suffix=" + sysconfig.get_config_var("EXT_SUFFIX"))
 ]=])
 execute_process(
   COMMAND "${CAUSAL_CONV1D_PYTHON}" -c "${_torch_query}"
@@ -39,6 +40,7 @@ set(TORCH_CUDA_VERSION "${_torch_cuda}")
 string(REPLACE "|" ";" TORCH_INCLUDE_DIRS "${_torch_include_dirs}")
 set(TORCH_LIBRARY_DIR "${_torch_library_dir}")
 set(TORCH_CXX11_ABI "${_torch_cxx11_abi}")
+set(PYTHON_EXT_SUFFIX "${_torch_ext_suffix}")
 
 foreach(_lib c10 torch_cpu torch)
   find_library(TORCH_${_lib}_LIBRARY NAMES ${_lib} PATHS "${TORCH_LIBRARY_DIR}" NO_DEFAULT_PATH)

@@ -20,6 +20,7 @@ void* current_stream(const at::Device& device) {
 void fwd_gpu(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias, const OptTensor& seq_idx,
              const OptTensor& initial_states, const at::Tensor& out, const OptTensor& final_states_out,
              bool silu_activation) {
+  (void)make_fwd_params(x, weight, bias, seq_idx, initial_states, out, final_states_out, silu_activation);
   TORCH_CHECK(false, "causal_conv1d_fwd: the GPU forward kernel is not built yet (x is on ", x.device(),
               "); move the tensors to the CPU");
 }

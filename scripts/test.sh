@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The test suite: build the extension in place (editable install) with the GoogleTest suite,
+# run ctest, run pytest, then check that a regular (non-editable) install imports from outside the
+# source tree and carries the same build.
+#
+#   scripts/devroot.sh scripts/test.sh     # without ROCm: HIP build for gfx1201 in the dev root
+#   scripts/test.sh                        # on a ROCm (or CUDA) box with PyTorch installed
+#
+# In the dev root the defaults are CAUSAL_CONV1D_BACKEND=hip and CAUSAL_CONV1D_HIP_ARCHS=gfx1201
+# (its PyTorch is a CPU build). Extra arguments go to pytest. Exits non-zero on any failure,
+# including "no tests ran".
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+cd "$repo"
+py=${PYTHON:-python3}
+
+if [[ ${CAUSAL_CONV1D_IN_DEVROOT:-0} == 1 ]]; then
+  export CAUSAL_CONV1D_BACKEND=${CAUSAL_CONV1D_BACKEND:-hip}
+  export CAUSAL_CONV1D_HIP_ARCHS=${CAUSAL_CONV1D_HIP_ARCHS:-gfx1201}
+  export CAUSAL_CONV1D_EXPECT_BACKEND=${CAUSAL_CONV1D_EXPECT_BACKEND:-$CAUSAL_CONV1D_BACKEND}
+  export CAUSAL_CONV1D_EXPECT_ARCHS=${CAUSAL_CONV1D_EXPECT_ARCHS:-$CAUSAL_CONV1D_HIP_ARCHS}
+fi
+tag=${CAUSAL_CONV1D_BACKEND:-auto}-$(echo "${CAUSAL_CONV1D_HIP_ARCHS:-}${CAUSAL_CONV1D_CUDA_ARCHS:-}" | tr -c 'a-zA-Z0-9\n' '_')
+export CAUSAL_CONV1D_BUILD_DIR=${CAUSAL_CONV1D_BUILD_DIR:-$repo/build/test-$tag}
+pip_args=(--no-build-isolation --no-deps --disable-pip-version-check)
+export PIP_ROOT_USER_ACTION=ignore
+
+step() { printf '\n=== %s\n' "$*"; }
+
+step "build (editable install, with GoogleTest) in $CAUSAL_CONV1D_BUILD_DIR"
+start=$SECONDS
+log=$CAUSAL_CONV1D_BUILD_DIR.log
+mkdir -p "$(dirname "$log")"
+if ! CAUSAL_CONV1D_BUILD_TESTS=1 "$py" -m pip install "${pip_args[@]}" -v -e . >"$log" 2>&1; then
+  tail -n 80 "$log"
+  echo "build failed (full log: $log)"
+  exit 1
+fi
+grep -E 'causal-conv1d:' "$log" | sort -u
+echo "build took $((SECONDS - start)) s"
+
+step "ctest"
+ctest --test-dir "$CAUSAL_CONV1D_BUILD_DIR" --output-on-failure --no-tests=error -j "$(nproc)"
+
+step "pytest"
+"$py" -m pytest tests/python -q -p no:cacheprovider "$@"
+
+step "regular install into a scratch prefix, imported from outside the tree"
+prefix=$(mktemp -d)
+trap 'rm -rf "$prefix"' EXIT
+"$py" -m pip install "${pip_args[@]}" --prefix "$prefix" . >/dev/null
+site=$(find "$prefix" -type d -name causal_conv1d -path '*-packages/*' | head -n1)
+[[ -n $site ]] || { echo "install produced no causal_conv1d package"; exit 1; }
+(cd "$prefix" && PYTHONPATH=$(dirname "$site") "$py" - <<'PY'
+import os, causal_conv1d
+from causal_conv1d._ops import LIBRARY_PATH, build_config
+from causal_conv1d._binary import gpu_archs
+assert os.path.dirname(causal_conv1d.__file__).startswith(os.getcwd()), causal_conv1d.__file__
+cfg = build_config()
+print(f"installed causal_conv1d {causal_conv1d.__version__} from {os.path.dirname(causal_conv1d.__file__)}")
+print(f"backend={cfg['backend']} gpu_archs={cfg['gpu_archs']} code objects={gpu_archs(LIBRARY_PATH)}")
+expected = os.environ.get("CAUSAL_CONV1D_EXPECT_BACKEND")
+assert expected is None or cfg["backend"] == expected, (cfg, expected)
+if cfg["backend"] == "hip":
+    assert gpu_archs(LIBRARY_PATH) == sorted(cfg["gpu_archs"].split(",")), cfg
+PY
+)
+step "all tests passed"

@@ -1,0 +1,26 @@
+import os
+import sys
+
+import pytest
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+HAS_GPU = torch.cuda.is_available()
+
+# Every numerical test runs on the CPU backend and, where a GPU is visible, on the GPU backend
+# (ROCm builds of PyTorch call AMD GPUs "cuda" too). Without a GPU those cases skip.
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not HAS_GPU, reason="no GPU visible")),
+]
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    return request.param
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)

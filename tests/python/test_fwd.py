@@ -1,0 +1,172 @@
+"""Forward parity: causal_conv1d_fn against the float64 reference, on every available device."""
+
+import pytest
+import torch
+
+from _reference import (
+    DTYPE_PAIRS,
+    DTYPES,
+    assert_close,
+    conv_ref,
+    dtype_id,
+    make_x,
+    random_seq_idx,
+)
+from causal_conv1d import causal_conv1d_fn
+from causal_conv1d.causal_conv1d_interface import causal_conv1d_ref
+
+LAYOUTS = [False, True]
+LAYOUT_IDS = ["cf", "cl"]
+
+
+def _params(dim, width, wtype, device, bias=True):
+    w = torch.randn(dim, width, dtype=wtype, device=device) * 0.5
+    b = torch.randn(dim, dtype=wtype, device=device) if bias else None
+    return w, b
+
+
+@pytest.mark.parametrize("activation", [None, "silu"])
+@pytest.mark.parametrize("has_bias", [False, True], ids=["nobias", "bias"])
+@pytest.mark.parametrize("channel_last", LAYOUTS, ids=LAYOUT_IDS)
+@pytest.mark.parametrize("width", [2, 3, 4])
+@pytest.mark.parametrize("xtype,wtype", DTYPE_PAIRS, ids=[f"{dtype_id(a)}-{dtype_id(b)}" for a, b in DTYPE_PAIRS])
+def test_dtypes_widths_layouts(device, xtype, wtype, width, channel_last, has_bias, activation):
+    x = make_x(2, 37, 129, xtype, device, channel_last)
+    w, b = _params(37, width, wtype, device, has_bias)
+    out = causal_conv1d_fn(x, w, b, activation=activation)
+    assert out.dtype == xtype and out.shape == x.shape and out.device == x.device
+    assert (out.stride(1) == 1) == channel_last, "out keeps x's layout"
+    ref, _ = conv_ref(x, w, b, silu=activation is not None)
+    assert_close(out, ref, xtype)
+
+
+@pytest.mark.parametrize("seqlen", [1, 2, 3, 127, 129, 4097])
+@pytest.mark.parametrize("channel_last", LAYOUTS, ids=LAYOUT_IDS)
+@pytest.mark.parametrize("width", [2, 3, 4])
+def test_odd_lengths(device, seqlen, channel_last, width):
+    x = make_x(2, 24, seqlen, torch.bfloat16, device, channel_last)
+    w, b = _params(24, width, torch.float32, device)
+    out = causal_conv1d_fn(x, w, b, activation="silu")
+    assert_close(out, conv_ref(x, w, b, silu=True)[0], torch.bfloat16)
+
+
+@pytest.mark.parametrize("dim", [1, 3, 7, 37, 259])
+@pytest.mark.parametrize("channel_last", LAYOUTS, ids=LAYOUT_IDS)
+def test_odd_dims(device, dim, channel_last):
+    x = make_x(3, dim, 65, torch.float16, device, channel_last)
+    w, b = _params(dim, 4, torch.float16, device)
+    out = causal_conv1d_fn(x, w, b, activation="swish")
+    assert_close(out, conv_ref(x, w, b, silu=True)[0], torch.float16)
+
+
+@pytest.mark.parametrize("seqlen", [1, 2, 5, 130])
+@pytest.mark.parametrize("channel_last", LAYOUTS, ids=LAYOUT_IDS)
+@pytest.mark.parametrize("width", [2, 3, 4])
+@pytest.mark.parametrize("xtype", DTYPES, ids=dtype_id)
+def test_initial_and_final_states(device, xtype, width, channel_last, seqlen):
+    # States in both layouts, including seqlen < width - 1 where final states reach back into
+    # initial_states.
+    x = make_x(2, 40, seqlen, xtype, device, channel_last)
+    w, b = _params(40, width, torch.float32, device)
+    init = torch.randn(2, width - 1, 40, dtype=xtype, device=device).transpose(1, 2)
+    out, final = causal_conv1d_fn(x, w, b, initial_states=init, return_final_states=True, activation="silu")
+    ref_out, ref_final = conv_ref(x, w, b, initial_states=init, silu=True)
+    assert_close(out, ref_out, xtype)
+    assert final.shape == (2, 40, width - 1)
+    torch.testing.assert_close(final.cpu(), ref_final, rtol=0, atol=0)  # a copy: exact
+
+
+@pytest.mark.parametrize("final_layout", ["cf", "cl"])
+@pytest.mark.parametrize("channel_last", LAYOUTS, ids=LAYOUT_IDS)
+def test_final_states_out_buffer(device, channel_last, final_layout):
+    x = make_x(2, 16, 33, torch.float32, device, channel_last)
+    w, b = _params(16, 4, torch.float32, device)
+    if final_layout == "cf":
+        buf = torch.full((2, 16, 3), float("nan"), device=device)
+    else:
+        buf = torch.full((2, 3, 16), float("nan"), device=device).transpose(1, 2)
+    out, final = causal_conv1d_fn(x, w, b, return_final_states=True, final_states_out=buf)
+    assert final.data_ptr() == buf.data_ptr(), "final_states_out is written in place and returned"
+    ref_out, ref_final = conv_ref(x, w, b)
+    assert_close(out, ref_out, torch.float32)
+    torch.testing.assert_close(buf.cpu(), ref_final, rtol=0, atol=0)
+
+
+def test_initial_states_without_final(device):
+    x = make_x(1, 8, 20, torch.float32, device, False)
+    w, b = _params(8, 3, torch.float32, device)
+    init = torch.randn(1, 8, 2, device=device)
+    out = causal_conv1d_fn(x, w, b, initial_states=init)
+    assert_close(out, conv_ref(x, w, b, initial_states=init)[0], torch.float32)
+
+
+@pytest.mark.parametrize("channel_last", LAYOUTS, ids=LAYOUT_IDS)
+@pytest.mark.parametrize("width", [2, 3, 4])
+@pytest.mark.parametrize("xtype", DTYPES, ids=dtype_id)
+def test_seq_idx(device, xtype, width, channel_last):
+    x = make_x(2, 48, 300, xtype, device, channel_last)
+    w, b = _params(48, width, torch.float32, device)
+    seq_idx = random_seq_idx(2, 300, device, max_segments=7)
+    out = causal_conv1d_fn(x, w, b, seq_idx=seq_idx, activation="silu")
+    assert_close(out, conv_ref(x, w, b, seq_idx=seq_idx, silu=True)[0], xtype)
+
+
+def test_seq_idx_single_token_segments(device):
+    # Every position its own sequence: the conv degenerates to w[:, -1] * x + bias.
+    x = make_x(1, 8, 17, torch.float32, device, True)
+    w, b = _params(8, 4, torch.float32, device)
+    seq_idx = torch.arange(17, dtype=torch.int32, device=device).unsqueeze(0)
+    out = causal_conv1d_fn(x, w, b, seq_idx=seq_idx)
+    expected = w[:, -1].view(1, 8, 1) * x + b.view(1, 8, 1)
+    assert_close(out, expected, torch.float32)
+
+
+def test_noncontiguous_inputs(device):
+    # The shapes real models pass: x a channel-last slice of a fused projection (Mamba2's xBC),
+    # weight a transposed view, bias and seq_idx strided views.
+    batch, seqlen, dim = 2, 50, 24
+    zxbcdt = torch.randn(batch, seqlen, 3 * dim + 5, device=device)
+    x = zxbcdt[:, :, dim : 2 * dim].transpose(1, 2)
+    assert x.stride(1) == 1 and not x.is_contiguous()
+    w = torch.randn(4, dim, device=device).t()
+    bias = torch.randn(2 * dim, device=device)[::2]
+    seq_big = random_seq_idx(batch, 2 * seqlen, device)
+    seq_idx = seq_big[:, ::2]
+    out = causal_conv1d_fn(x, w, bias, seq_idx=seq_idx, activation="silu")
+    assert out.stride(1) == 1
+    assert_close(out, conv_ref(x, w, bias, seq_idx=seq_idx, silu=True)[0], torch.float32)
+
+
+def test_neither_layout_is_copied(device):
+    # stride(1) != 1 and stride(2) != 1: made contiguous in Python, as upstream does.
+    base = torch.randn(2, 16, 40, device=device)
+    x = base[:, :, ::2]
+    w, b = _params(16, 4, torch.float32, device)
+    out = causal_conv1d_fn(x, w, b)
+    assert_close(out, conv_ref(x, w, b)[0], torch.float32)
+
+
+def test_large_strides(device):
+    # A channel-first x whose channel stride is far larger than seqlen.
+    base = torch.randn(2, 6, 5000, device=device)
+    x = base[:, :, 4000:4100]
+    w, b = _params(6, 3, torch.float32, device)
+    out = causal_conv1d_fn(x, w, b)
+    assert_close(out, conv_ref(x, w, b)[0], torch.float32)
+
+
+def test_empty_batch(device):
+    x = torch.randn(0, 8, 16, device=device)
+    w, b = _params(8, 4, torch.float32, device)
+    assert causal_conv1d_fn(x, w, b).shape == (0, 8, 16)
+
+
+def test_matches_upstream_style_reference(device):
+    # causal_conv1d_ref (upstream's signature) agrees with the kernel as well.
+    x = make_x(2, 16, 64, torch.float32, device, True)
+    w, b = _params(16, 4, torch.float32, device)
+    init = torch.randn(2, 16, 3, device=device)
+    out, final = causal_conv1d_fn(x, w, b, initial_states=init, return_final_states=True, activation="silu")
+    ref_out, ref_final = causal_conv1d_ref(x, w, b, initial_states=init, return_final_states=True, activation="silu")
+    assert_close(out, ref_out, torch.float32)
+    torch.testing.assert_close(final, ref_final)
