@@ -54,14 +54,16 @@ class CMakeBuild(build_ext):
             raise RuntimeError("causal-conv1d needs CMake >= 3.21 on PATH to build")
         ext_path = Path(self.get_ext_fullpath(ext.name)).resolve()
         build_dir = Path(os.environ.get("CAUSAL_CONV1D_BUILD_DIR") or default_build_dir())
-        build_tests = os.environ.get("CAUSAL_CONV1D_BUILD_TESTS", "0") not in ("", "0")
+        tests_env = os.environ.get("CAUSAL_CONV1D_BUILD_TESTS", "")
+        build_tests = tests_env not in ("", "0")
         configure = [
             "cmake", "-S", str(ROOT), "-B", str(build_dir),
             f"-DCAUSAL_CONV1D_PYTHON={sys.executable}",
             f"-DCAUSAL_CONV1D_EXT_OUTPUT_DIR={ext_path.parent}",
             f"-DCAUSAL_CONV1D_EXT_FILENAME={ext_path.name}",
-            f"-DCAUSAL_CONV1D_BUILD_TESTS={'ON' if build_tests else 'OFF'}",
         ]
+        if tests_env:  # unset: keep what the build directory has (a test build stays one)
+            configure.append(f"-DCAUSAL_CONV1D_BUILD_TESTS={'ON' if build_tests else 'OFF'}")
         if not (build_dir / "CMakeCache.txt").exists() and shutil.which("ninja"):
             configure += ["-G", "Ninja"]
         jobs = os.environ.get("MAX_JOBS") or str(os.cpu_count() or 1)

@@ -61,31 +61,82 @@ void check_launch(const char* op, const char* kernel, int code) {
   TORCH_CHECK(code == kSuccess, op, ": ", kernel, " failed: ", text, " (code ", code, ")");
 }
 
-FwdParams make_fwd_params(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias,
-                          const OptTensor& seq_idx, const OptTensor& initial_states,
-                          const at::Tensor& out, const OptTensor& final_states_out, bool silu) {
-  TORCH_CHECK(x.dim() == 3, kFwd, ": x must be (batch, dim, seqlen), got shape ", shape_str(x.sizes()));
-  TORCH_CHECK(weight.dim() == 2, kFwd, ": weight must be (dim, width), got shape ", shape_str(weight.sizes()));
+namespace {
+
+// weight (dim, width) with a supported width; returns the width.
+int check_weight(const char* op, const at::Tensor& weight, const at::Tensor& x, int64_t dim) {
+  TORCH_CHECK(weight.dim() == 2, op, ": weight must be (dim, width), got shape ", shape_str(weight.sizes()));
+  float_dtype(op, "weight", weight);
+  const int64_t width = weight.size(1);
+  TORCH_CHECK(width >= kMinWidth && width <= kMaxWidth, op,
+              ": kernel width (weight.size(1)) must be 2, 3 or 4, got ", width);
+  check_shape(op, "weight", weight, {dim, width}, "(dim, width)");
+  check_same_device(op, "weight", weight, x);
+  return static_cast<int>(width);
+}
+
+void check_bias(const char* op, const OptTensor& bias, const at::Tensor& weight, const at::Tensor& x,
+                int64_t dim) {
+  if (!bias) return;
+  check_same_device(op, "bias", *bias, x);
+  TORCH_CHECK(bias->scalar_type() == weight.scalar_type(), op, ": bias must have weight's dtype (",
+              weight.scalar_type(), "), got ", bias->scalar_type());
+  check_shape(op, "bias", *bias, {dim}, "(dim,)");
+}
+
+// A tensor with x's device, dtype and shape, and stride 1 along the dim x has it (its layout).
+void check_like_x(const char* op, const char* name, const at::Tensor& t, const at::Tensor& x, bool channel_last) {
+  check_same_device(op, name, t, x);
+  TORCH_CHECK(t.scalar_type() == x.scalar_type(), op, ": ", name, " must have x's dtype (", x.scalar_type(),
+              "), got ", t.scalar_type());
+  check_shape(op, name, t, {x.size(0), x.size(1), x.size(2)}, "x's shape (batch, dim, seqlen)");
+  TORCH_CHECK(unit_stride(t, channel_last ? 1 : 2), op, ": ", name, " must have stride 1 along ",
+              channel_last ? "dim (x is channel-last)" : "seqlen (x is channel-first)", ", got strides ",
+              shape_str(t.strides()));
+}
+
+void check_no_overlap(const char* op, const char* name, const at::Tensor& a, const char* other,
+                      const at::Tensor& b) {
+  const auto overlap = at::get_overlap_status(a, b);
+  TORCH_CHECK(overlap != at::MemOverlapStatus::Full && overlap != at::MemOverlapStatus::Partial, op, ": ",
+              name, " must not share memory with ", other);
+}
+
+// (batch, dim, width - 1) states in x's dtype, any strides.
+void check_states(const char* op, const char* name, const at::Tensor& s, const at::Tensor& x, int width) {
+  check_same_device(op, name, s, x);
+  TORCH_CHECK(s.scalar_type() == x.scalar_type(), op, ": ", name, " must have x's dtype (", x.scalar_type(),
+              "), got ", s.scalar_type());
+  check_shape(op, name, s, {x.size(0), x.size(1), width - 1}, "(batch, dim, width - 1)");
+}
+
+// int32 vector of `n` entries (cache_seqlens, conv_state_indices), contiguous.
+void check_index_vector(const char* op, const char* name, const at::Tensor& t, const at::Tensor& x, int64_t n) {
+  check_same_device(op, name, t, x);
+  TORCH_CHECK(t.scalar_type() == at::kInt, op, ": ", name, " must be int32, got ", t.scalar_type());
+  check_shape(op, name, t, {n}, "(batch,)");
+  TORCH_CHECK(t.is_contiguous(), op, ": ", name, " must be contiguous, got strides ", shape_str(t.strides()));
+}
+
+// What the forward and backward share: x, weight, bias, seq_idx, initial_states.
+FwdParams conv_inputs(const char* op, const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias,
+                      const OptTensor& seq_idx, const OptTensor& initial_states) {
+  TORCH_CHECK(x.dim() == 3, op, ": x must be (batch, dim, seqlen), got shape ", shape_str(x.sizes()));
   FwdParams p;
   p.batch = x.size(0);
   p.dim = x.size(1);
   p.seqlen = x.size(2);
-  const int64_t width = weight.size(1);
-  p.x_dtype = float_dtype(kFwd, "x", x);
-  p.w_dtype = float_dtype(kFwd, "weight", weight);
-  TORCH_CHECK(width >= kMinWidth && width <= kMaxWidth, kFwd,
-              ": kernel width (weight.size(1)) must be 2, 3 or 4, got ", width);
-  p.width = static_cast<int>(width);
-  check_shape(kFwd, "weight", weight, {p.dim, width}, "(dim, width)");
-  check_same_device(kFwd, "weight", weight, x);
+  p.x_dtype = float_dtype(op, "x", x);
+  p.width = check_weight(op, weight, x, p.dim);
+  p.w_dtype = float_dtype(op, "weight", weight);
+  check_bias(op, bias, weight, x, p.dim);
 
   const bool cf = unit_stride(x, 2), cl = unit_stride(x, 1);
-  TORCH_CHECK(cf || cl, kFwd,
+  TORCH_CHECK(cf || cl, op,
               ": x must be contiguous along seqlen (stride(2) == 1, channel-first) or along dim "
               "(stride(1) == 1, channel-last), got strides ",
               shape_str(x.strides()));
   p.channel_last = !cf;
-  p.silu = silu;
   p.x = x.data_ptr();
   p.x_batch_stride = x.stride(0);
   p.x_c_stride = x.stride(1);
@@ -93,64 +144,180 @@ FwdParams make_fwd_params(const at::Tensor& x, const at::Tensor& weight, const O
   p.weight = weight.data_ptr();
   p.weight_c_stride = weight.stride(0);
   p.weight_w_stride = weight.stride(1);
-
-  check_same_device(kFwd, "out", out, x);
-  TORCH_CHECK(out.scalar_type() == x.scalar_type(), kFwd, ": out must have x's dtype (", x.scalar_type(),
-              "), got ", out.scalar_type());
-  check_shape(kFwd, "out", out, {p.batch, p.dim, p.seqlen}, "x's shape (batch, dim, seqlen)");
-  TORCH_CHECK(unit_stride(out, p.channel_last ? 1 : 2), kFwd, ": out must have stride 1 along ",
-              p.channel_last ? "dim (x is channel-last)" : "seqlen (x is channel-first)", ", got strides ",
-              shape_str(out.strides()));
-  const auto overlap = at::get_overlap_status(out, x);
-  TORCH_CHECK(overlap != at::MemOverlapStatus::Full && overlap != at::MemOverlapStatus::Partial, kFwd,
-              ": out must not share memory with x");
-  p.out = out.data_ptr();
-  p.out_batch_stride = out.stride(0);
-  p.out_c_stride = out.stride(1);
-  p.out_l_stride = out.stride(2);
-
   if (bias) {
-    check_same_device(kFwd, "bias", *bias, x);
-    TORCH_CHECK(bias->scalar_type() == weight.scalar_type(), kFwd, ": bias must have weight's dtype (",
-                weight.scalar_type(), "), got ", bias->scalar_type());
-    check_shape(kFwd, "bias", *bias, {p.dim}, "(dim,)");
     p.bias = bias->data_ptr();
     p.bias_stride = bias->stride(0);
   }
-
-  TORCH_CHECK(!(seq_idx && (initial_states || final_states_out)), kFwd,
-              ": seq_idx cannot be combined with initial_states or final_states_out (which packed "
-              "sequence they would belong to is ambiguous)");
   if (seq_idx) {
-    check_same_device(kFwd, "seq_idx", *seq_idx, x);
-    TORCH_CHECK(seq_idx->scalar_type() == at::kInt, kFwd, ": seq_idx must be int32, got ",
-                seq_idx->scalar_type());
-    check_shape(kFwd, "seq_idx", *seq_idx, {p.batch, p.seqlen}, "(batch, seqlen)");
+    check_same_device(op, "seq_idx", *seq_idx, x);
+    TORCH_CHECK(seq_idx->scalar_type() == at::kInt, op, ": seq_idx must be int32, got ", seq_idx->scalar_type());
+    check_shape(op, "seq_idx", *seq_idx, {p.batch, p.seqlen}, "(batch, seqlen)");
     p.seq_idx = seq_idx->data_ptr<int32_t>();
     p.seq_idx_batch_stride = seq_idx->stride(0);
     p.seq_idx_l_stride = seq_idx->stride(1);
   }
   if (initial_states) {
-    const at::Tensor& s = *initial_states;
-    check_same_device(kFwd, "initial_states", s, x);
-    TORCH_CHECK(s.scalar_type() == x.scalar_type(), kFwd, ": initial_states must have x's dtype (",
-                x.scalar_type(), "), got ", s.scalar_type());
-    check_shape(kFwd, "initial_states", s, {p.batch, p.dim, width - 1}, "(batch, dim, width - 1)");
-    p.initial_states = s.data_ptr();
-    p.init_batch_stride = s.stride(0);
-    p.init_c_stride = s.stride(1);
-    p.init_l_stride = s.stride(2);
+    check_states(op, "initial_states", *initial_states, x, p.width);
+    p.initial_states = initial_states->data_ptr();
+    p.init_batch_stride = initial_states->stride(0);
+    p.init_c_stride = initial_states->stride(1);
+    p.init_l_stride = initial_states->stride(2);
   }
+  return p;
+}
+
+constexpr const char* kBwd = "causal_conv1d_bwd";
+constexpr const char* kUpdate = "causal_conv1d_update";
+
+}  // namespace
+
+FwdParams make_fwd_params(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias,
+                          const OptTensor& seq_idx, const OptTensor& initial_states,
+                          const at::Tensor& out, const OptTensor& final_states_out, bool silu) {
+  TORCH_CHECK(!(seq_idx && (initial_states || final_states_out)), kFwd,
+              ": seq_idx cannot be combined with initial_states or final_states_out (which packed "
+              "sequence they would belong to is ambiguous)");
+  FwdParams p = conv_inputs(kFwd, x, weight, bias, seq_idx, initial_states);
+  p.silu = silu;
+  check_like_x(kFwd, "out", out, x, p.channel_last);
+  check_no_overlap(kFwd, "out", out, "x", x);
+  p.out = out.data_ptr();
+  p.out_batch_stride = out.stride(0);
+  p.out_c_stride = out.stride(1);
+  p.out_l_stride = out.stride(2);
   if (final_states_out) {
     const at::Tensor& s = *final_states_out;
-    check_same_device(kFwd, "final_states_out", s, x);
-    TORCH_CHECK(s.scalar_type() == x.scalar_type(), kFwd, ": final_states_out must have x's dtype (",
-                x.scalar_type(), "), got ", s.scalar_type());
-    check_shape(kFwd, "final_states_out", s, {p.batch, p.dim, width - 1}, "(batch, dim, width - 1)");
+    check_states(kFwd, "final_states_out", s, x, p.width);
     p.final_states = s.data_ptr();
     p.final_batch_stride = s.stride(0);
     p.final_c_stride = s.stride(1);
     p.final_l_stride = s.stride(2);
+  }
+  return p;
+}
+
+BwdParams make_bwd_params(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias,
+                          const at::Tensor& dout, const OptTensor& seq_idx, const OptTensor& initial_states,
+                          const OptTensor& dfinal_states, const at::Tensor& dx, const at::Tensor& dweight,
+                          const OptTensor& dbias, const OptTensor& dinitial_states, bool silu,
+                          bool deterministic) {
+  TORCH_CHECK(!(seq_idx && (initial_states || dfinal_states || dinitial_states)), kBwd,
+              ": seq_idx cannot be combined with initial_states, dfinal_states or dinitial_states");
+  BwdParams p;
+  p.f = conv_inputs(kBwd, x, weight, bias, seq_idx, initial_states);
+  p.f.silu = silu;
+  p.deterministic = deterministic;
+  const bool cl = p.f.channel_last;
+  check_like_x(kBwd, "dout", dout, x, cl);
+  p.dout = dout.data_ptr();
+  p.dout_batch_stride = dout.stride(0);
+  p.dout_c_stride = dout.stride(1);
+  p.dout_l_stride = dout.stride(2);
+  check_like_x(kBwd, "dx", dx, x, cl);
+  check_no_overlap(kBwd, "dx", dx, "x", x);
+  check_no_overlap(kBwd, "dx", dx, "dout", dout);
+  p.dx = dx.data_ptr();
+  p.dx_batch_stride = dx.stride(0);
+  p.dx_c_stride = dx.stride(1);
+  p.dx_l_stride = dx.stride(2);
+
+  check_same_device(kBwd, "dweight", dweight, x);
+  TORCH_CHECK(dweight.scalar_type() == at::kFloat, kBwd, ": dweight must be float32 (it accumulates), got ",
+              dweight.scalar_type());
+  check_shape(kBwd, "dweight", dweight, {p.f.dim, p.f.width}, "(dim, width)");
+  p.dweight = dweight.data_ptr<float>();
+  p.dweight_c_stride = dweight.stride(0);
+  p.dweight_w_stride = dweight.stride(1);
+  TORCH_CHECK(!dbias || bias, kBwd, ": dbias was given but bias is None");
+  if (dbias) {
+    check_same_device(kBwd, "dbias", *dbias, x);
+    TORCH_CHECK(dbias->scalar_type() == at::kFloat, kBwd, ": dbias must be float32 (it accumulates), got ",
+                dbias->scalar_type());
+    check_shape(kBwd, "dbias", *dbias, {p.f.dim}, "(dim,)");
+    p.dbias = dbias->data_ptr<float>();
+    p.dbias_stride = dbias->stride(0);
+  }
+  if (dinitial_states) {
+    check_states(kBwd, "dinitial_states", *dinitial_states, x, p.f.width);
+    p.dinitial_states = dinitial_states->data_ptr();
+    p.dinit_batch_stride = dinitial_states->stride(0);
+    p.dinit_c_stride = dinitial_states->stride(1);
+    p.dinit_l_stride = dinitial_states->stride(2);
+  }
+  if (dfinal_states) {
+    check_states(kBwd, "dfinal_states", *dfinal_states, x, p.f.width);
+    p.dfinal_states = dfinal_states->data_ptr();
+    p.dfinal_batch_stride = dfinal_states->stride(0);
+    p.dfinal_c_stride = dfinal_states->stride(1);
+    p.dfinal_l_stride = dfinal_states->stride(2);
+  }
+  return p;
+}
+
+UpdateParams make_update_params(const at::Tensor& x, const at::Tensor& conv_state, const at::Tensor& weight,
+                                const OptTensor& bias, const at::Tensor& out, bool silu,
+                                const OptTensor& cache_seqlens, const OptTensor& conv_state_indices) {
+  TORCH_CHECK(x.dim() == 2 || x.dim() == 3, kUpdate, ": x must be (batch, dim) or (batch, dim, seqlen), got shape ",
+              shape_str(x.sizes()));
+  UpdateParams p;
+  p.batch = x.size(0);
+  p.dim = x.size(1);
+  p.seqlen = x.dim() == 3 ? x.size(2) : 1;
+  p.x_dtype = float_dtype(kUpdate, "x", x);
+  p.width = check_weight(kUpdate, weight, x, p.dim);
+  p.w_dtype = float_dtype(kUpdate, "weight", weight);
+  check_bias(kUpdate, bias, weight, x, p.dim);
+  p.silu = silu;
+
+  check_same_device(kUpdate, "conv_state", conv_state, x);
+  TORCH_CHECK(conv_state.dim() == 3, kUpdate, ": conv_state must be (batch_or_cache_lines, dim, state_len), got shape ",
+              shape_str(conv_state.sizes()));
+  TORCH_CHECK(conv_state.scalar_type() == x.scalar_type(), kUpdate, ": conv_state must have x's dtype (",
+              x.scalar_type(), "), got ", conv_state.scalar_type());
+  TORCH_CHECK(conv_state.size(1) == p.dim, kUpdate, ": conv_state.size(1) must be dim = ", p.dim, ", got ",
+              conv_state.size(1));
+  TORCH_CHECK(conv_state.size(2) >= p.width - 1, kUpdate, ": conv_state's state_len (size(2)) must be >= width - 1 = ",
+              p.width - 1, ", got ", conv_state.size(2));
+  TORCH_CHECK(conv_state_indices || conv_state.size(0) == p.batch, kUpdate,
+              ": conv_state must have batch = ", p.batch,
+              " rows when conv_state_indices is None, got ", conv_state.size(0));
+  p.num_cache_lines = conv_state.size(0);
+  p.state_len = conv_state.size(2);
+
+  check_same_device(kUpdate, "out", out, x);
+  TORCH_CHECK(out.scalar_type() == x.scalar_type(), kUpdate, ": out must have x's dtype (", x.scalar_type(),
+              "), got ", out.scalar_type());
+  TORCH_CHECK(out.sizes() == x.sizes(), kUpdate, ": out must have x's shape ", shape_str(x.sizes()), ", got ",
+              shape_str(out.sizes()));
+  check_no_overlap(kUpdate, "out", out, "x", x);
+  check_no_overlap(kUpdate, "out", out, "conv_state", conv_state);
+
+  p.x = x.data_ptr();
+  p.x_batch_stride = x.stride(0);
+  p.x_c_stride = x.stride(1);
+  p.x_l_stride = x.dim() == 3 ? x.stride(2) : 0;
+  p.weight = weight.data_ptr();
+  p.weight_c_stride = weight.stride(0);
+  p.weight_w_stride = weight.stride(1);
+  if (bias) {
+    p.bias = bias->data_ptr();
+    p.bias_stride = bias->stride(0);
+  }
+  p.out = out.data_ptr();
+  p.out_batch_stride = out.stride(0);
+  p.out_c_stride = out.stride(1);
+  p.out_l_stride = out.dim() == 3 ? out.stride(2) : 0;
+  p.conv_state = conv_state.data_ptr();
+  p.state_batch_stride = conv_state.stride(0);
+  p.state_c_stride = conv_state.stride(1);
+  p.state_l_stride = conv_state.stride(2);
+  if (cache_seqlens) {
+    check_index_vector(kUpdate, "cache_seqlens", *cache_seqlens, x, p.batch);
+    p.cache_seqlens = cache_seqlens->data_ptr<int32_t>();
+  }
+  if (conv_state_indices) {
+    check_index_vector(kUpdate, "conv_state_indices", *conv_state_indices, x, p.batch);
+    p.conv_state_indices = conv_state_indices->data_ptr<int32_t>();
   }
   return p;
 }

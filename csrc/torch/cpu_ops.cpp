@@ -21,6 +21,33 @@ void fwd_cpu(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bia
   check_launch("causal_conv1d_fwd", "cpu::launch_fwd", cpu::launch_fwd(p, torch_parallel_for));
 }
 
+void bwd_cpu(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias, const at::Tensor& dout,
+             const OptTensor& seq_idx, const OptTensor& initial_states, const OptTensor& dfinal_states,
+             const at::Tensor& dx, const at::Tensor& dweight, const OptTensor& dbias,
+             const OptTensor& dinitial_states, bool silu_activation, bool deterministic) {
+  const BwdParams p = make_bwd_params(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, dweight,
+                                      dbias, dinitial_states, silu_activation, deterministic);
+  check_launch("causal_conv1d_bwd", "cpu::launch_bwd", cpu::launch_bwd(p, torch_parallel_for));
+}
+
+void update_cpu(const at::Tensor& x, const at::Tensor& conv_state, const at::Tensor& weight, const OptTensor& bias,
+                const at::Tensor& out, bool silu_activation, const OptTensor& cache_seqlens,
+                const OptTensor& conv_state_indices) {
+  const UpdateParams p =
+      make_update_params(x, conv_state, weight, bias, out, silu_activation, cache_seqlens, conv_state_indices);
+  // On the CPU the index vectors are cheap to validate; the GPU kernel skips bad rows instead.
+  for (int64_t b = 0; b < p.batch; ++b) {
+    if (p.cache_seqlens)
+      TORCH_CHECK(p.cache_seqlens[b] >= 0, "causal_conv1d_update: cache_seqlens must be >= 0, got cache_seqlens[", b,
+                  "] = ", p.cache_seqlens[b]);
+    if (p.conv_state_indices)
+      TORCH_CHECK(p.conv_state_indices[b] < p.num_cache_lines,
+                  "causal_conv1d_update: conv_state_indices must be < conv_state.size(0) = ", p.num_cache_lines,
+                  " (negative marks a padding row), got conv_state_indices[", b, "] = ", p.conv_state_indices[b]);
+  }
+  check_launch("causal_conv1d_update", "cpu::launch_update", cpu::launch_update(p, torch_parallel_for));
+}
+
 at::Tensor varlen_states_cpu(const at::Tensor& x, const at::Tensor& cu_seqlens, int64_t state_len) {
   at::Tensor states = new_varlen_states(x, cu_seqlens, state_len);
   const VarlenStatesParams p = make_varlen_states_params(x, cu_seqlens, states);
@@ -42,6 +69,8 @@ at::Tensor varlen_states_cpu(const at::Tensor& x, const at::Tensor& cu_seqlens, 
 
 TORCH_LIBRARY_IMPL(causal_conv1d, CPU, m) {
   m.impl("fwd", &fwd_cpu);
+  m.impl("bwd", &bwd_cpu);
+  m.impl("update", &update_cpu);
   m.impl("varlen_states", &varlen_states_cpu);
 }
 

@@ -25,6 +25,24 @@ void fwd_gpu(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bia
               "); move the tensors to the CPU");
 }
 
+void bwd_gpu(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias, const at::Tensor& dout,
+             const OptTensor& seq_idx, const OptTensor& initial_states, const OptTensor& dfinal_states,
+             const at::Tensor& dx, const at::Tensor& dweight, const OptTensor& dbias,
+             const OptTensor& dinitial_states, bool silu_activation, bool deterministic) {
+  (void)make_bwd_params(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, dweight, dbias,
+                        dinitial_states, silu_activation, deterministic);
+  TORCH_CHECK(false, "causal_conv1d_bwd: the GPU backward kernel is not built yet (x is on ", x.device(),
+              "); move the tensors to the CPU");
+}
+
+void update_gpu(const at::Tensor& x, const at::Tensor& conv_state, const at::Tensor& weight, const OptTensor& bias,
+                const at::Tensor& out, bool silu_activation, const OptTensor& cache_seqlens,
+                const OptTensor& conv_state_indices) {
+  (void)make_update_params(x, conv_state, weight, bias, out, silu_activation, cache_seqlens, conv_state_indices);
+  TORCH_CHECK(false, "causal_conv1d_update: the GPU update kernel is not built yet (x is on ", x.device(),
+              "); move the tensors to the CPU");
+}
+
 at::Tensor varlen_states_gpu(const at::Tensor& x, const at::Tensor& cu_seqlens, int64_t state_len) {
   const c10::DeviceGuard guard(x.device());
   at::Tensor states = new_varlen_states(x, cu_seqlens, state_len);
@@ -38,6 +56,8 @@ at::Tensor varlen_states_gpu(const at::Tensor& x, const at::Tensor& cu_seqlens, 
 
 TORCH_LIBRARY_IMPL(causal_conv1d, CUDA, m) {
   m.impl("fwd", &fwd_gpu);
+  m.impl("bwd", &bwd_gpu);
+  m.impl("update", &update_gpu);
   m.impl("varlen_states", &varlen_states_gpu);
 }
 

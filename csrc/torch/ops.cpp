@@ -28,6 +28,15 @@ TORCH_LIBRARY(causal_conv1d, m) {
       "fwd(Tensor x, Tensor weight, Tensor? bias, Tensor? seq_idx, Tensor? initial_states, "
       "Tensor(a!) out, Tensor(b!)? final_states_out, bool silu_activation) -> ()",
       tags);
+  m.def(
+      "bwd(Tensor x, Tensor weight, Tensor? bias, Tensor dout, Tensor? seq_idx, Tensor? initial_states, "
+      "Tensor? dfinal_states, Tensor(a!) dx, Tensor(b!) dweight, Tensor(c!)? dbias, "
+      "Tensor(d!)? dinitial_states, bool silu_activation, bool deterministic) -> ()",
+      tags);
+  m.def(
+      "update(Tensor x, Tensor(a!) conv_state, Tensor weight, Tensor? bias, Tensor(b!) out, "
+      "bool silu_activation, Tensor? cache_seqlens, Tensor? conv_state_indices) -> ()",
+      tags);
   m.def("varlen_states(Tensor x, Tensor cu_seqlens, int state_len) -> Tensor", tags);
   m.def("build_config() -> str", &causal_conv1d::torch_ops::build_config);
 }

@@ -20,6 +20,9 @@ using ParallelFor =
 void serial_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body);
 
 int launch_fwd(const FwdParams& p, const ParallelFor& pfor);
+// Always bitwise repeatable, whatever the thread count (p.deterministic is implied).
+int launch_bwd(const BwdParams& p, const ParallelFor& pfor);
+int launch_update(const UpdateParams& p, const ParallelFor& pfor);
 int launch_varlen_states(const VarlenStatesParams& p, const ParallelFor& pfor);
 
 }  // namespace causal_conv1d::cpu

@@ -58,6 +58,60 @@ struct FwdParams {
   int64_t final_batch_stride = 0, final_c_stride = 0, final_l_stride = 0;
 };
 
+// Backward of the forward above. dy = dout (times silu'(pre-activation) when silu, recomputed from
+// x). Writes dx (x's dtype and layout) and, when given, dinitial_states; ADDS the batch-and-time
+// sums into dweight (float32, (dim, width)) and dbias (float32, (dim,)), as upstream does (callers
+// pass zeros). dfinal_states, when given, is the gradient of the final states and flows into dx
+// (or dinitial_states for positions before t = 0). `f` holds the forward's inputs; f.out and
+// f.final_states are unused.
+struct BwdParams {
+  FwdParams f;
+  const void* dout = nullptr;  // x's dtype, x's layout
+  int64_t dout_batch_stride = 0, dout_c_stride = 0, dout_l_stride = 0;
+  void* dx = nullptr;  // x's dtype, x's layout
+  int64_t dx_batch_stride = 0, dx_c_stride = 0, dx_l_stride = 0;
+  float* dweight = nullptr;
+  int64_t dweight_c_stride = 0, dweight_w_stride = 0;
+  float* dbias = nullptr;  // optional (only with a bias)
+  int64_t dbias_stride = 0;
+  void* dinitial_states = nullptr;  // optional, x's dtype
+  int64_t dinit_batch_stride = 0, dinit_c_stride = 0, dinit_l_stride = 0;
+  const void* dfinal_states = nullptr;  // optional, x's dtype
+  int64_t dfinal_batch_stride = 0, dfinal_c_stride = 0, dfinal_l_stride = 0;
+  // Bitwise-repeatable dweight/dbias (no atomics on the GPU). The CPU is always deterministic.
+  bool deterministic = false;
+};
+
+// Decode step(s): x is (batch, dim, seqlen) (seqlen 1 for the (batch, dim) form), conv_state is
+// (num_cache_lines, dim, state_len) with state_len >= width - 1, updated in place.
+//  - cache_seqlens (int32, (batch,)), optional: conv_state is a circular buffer whose next write
+//    goes to cache_seqlens[b] % state_len; the window is the width - 1 entries before it.
+//    Without it, the window is the last width - 1 entries and the state shifts left by seqlen.
+//  - conv_state_indices (int32, (batch,)), optional: row b uses cache line indices[b]; a negative
+//    index marks a padding row: its state is untouched and its output is zero. Indices >= the
+//    number of cache lines are never dereferenced (the torch layer rejects them on the CPU).
+// out[b, c, t] = act(bias + sum_k w[k] * window_t[k]) with window_t the width inputs ending at t.
+struct UpdateParams {
+  int64_t batch = 0, dim = 0, seqlen = 0, state_len = 0, num_cache_lines = 0;
+  int width = 0;
+  DType x_dtype = DType::kFloat32;  // also out and conv_state
+  DType w_dtype = DType::kFloat32;  // also bias
+  bool silu = false;
+
+  const void* x = nullptr;
+  int64_t x_batch_stride = 0, x_c_stride = 0, x_l_stride = 0;
+  const void* weight = nullptr;
+  int64_t weight_c_stride = 0, weight_w_stride = 0;
+  const void* bias = nullptr;  // optional
+  int64_t bias_stride = 0;
+  void* out = nullptr;
+  int64_t out_batch_stride = 0, out_c_stride = 0, out_l_stride = 0;
+  void* conv_state = nullptr;
+  int64_t state_batch_stride = 0, state_c_stride = 0, state_l_stride = 0;
+  const int32_t* cache_seqlens = nullptr;  // optional, contiguous
+  const int32_t* conv_state_indices = nullptr;  // optional, contiguous
+};
+
 // causal_conv1d_varlen_states: for each sequence b of a packed (total_tokens, dim) x, copy its
 // last state_len rows into states[b, :, :], zero where the sequence is shorter than state_len.
 // cu_seqlens holds batch + 1 non-decreasing offsets starting at 0 (int32 or int64).

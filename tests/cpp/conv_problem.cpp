@@ -1,0 +1,172 @@
+#include "conv_problem.h"
+
+namespace cc_test {
+
+std::vector<Case> fwd_cases() {
+  std::vector<Case> v;
+  const DType types[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
+  for (DType xt : types)
+    for (DType wt : types)
+      for (int width = 2; width <= 4; ++width)
+        for (bool cl : {false, true}) {
+          // Features rotate with the case index so every combination of layout, width and dtype
+          // sees each feature without the product exploding.
+          const size_t i = v.size();
+          const bool states = i % 3 == 0, seq = !states && i % 3 == 1;
+          v.push_back({xt, wt, width, cl, i % 2 == 0, i % 4 != 3, states, seq, 2, 67, 131});
+        }
+  v.push_back({DType::kFloat32, DType::kFloat32, 4, false, true, true, true, false, 1, 3, 2});  // L < W-1
+  v.push_back({DType::kFloat32, DType::kFloat32, 4, true, true, true, true, false, 1, 3, 1});
+  v.push_back({DType::kBFloat16, DType::kFloat32, 3, false, false, true, false, false, 1, 1, 5000});  // > chunk
+  v.push_back({DType::kFloat16, DType::kFloat32, 4, true, true, false, false, true, 2, 200, 40});  // > channel block
+  return v;
+}
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  const Case& c = info.param;
+  std::string s = std::string(causal_conv1d::dtype_name(c.xt)) + "_" + causal_conv1d::dtype_name(c.wt) + "_w" +
+                  std::to_string(c.width) + (c.channel_last ? "_cl" : "_cf");
+  s += c.silu ? "_silu" : "";
+  s += c.bias ? "_bias" : "";
+  s += c.states ? "_states" : "";
+  s += c.seq_idx ? "_seqidx" : "";
+  return s + "_" + std::to_string(info.index);
+}
+
+BwdProblem::BwdProblem(const Case& cs) : fwd(cs) {
+  const Case& c = fwd.c;
+  const int64_t B = c.batch, D = c.dim, L = c.seqlen, W = c.width;
+  dout = random_buffer(c.xt, B * D * L, 11);
+  dx = Buffer(c.xt, B * D * L);
+  for (size_t i = 0; i < dx.size(); ++i) dx.set(i, NAN);
+  dinit = Buffer(c.xt, B * D * (W - 1));
+  dfinal = random_buffer(c.xt, B * D * (W - 1), 12);
+  dweight.assign(D * W, 0.0f);
+  dbias.assign(D, 0.0f);
+  p.f = fwd.p;
+  p.f.out = nullptr;
+  p.f.final_states = nullptr;
+  // dout and dx in x's layout
+  p.dout = dout.data(), p.dout_batch_stride = fwd.p.x_batch_stride;
+  p.dout_c_stride = fwd.p.x_c_stride, p.dout_l_stride = fwd.p.x_l_stride;
+  p.dx = dx.data(), p.dx_batch_stride = fwd.p.x_batch_stride;
+  p.dx_c_stride = fwd.p.x_c_stride, p.dx_l_stride = fwd.p.x_l_stride;
+  p.dweight = dweight.data(), p.dweight_c_stride = W, p.dweight_w_stride = 1;
+  if (c.bias) p.dbias = dbias.data(), p.dbias_stride = 1;
+  if (c.states) {
+    p.dinitial_states = dinit.data();
+    p.dinit_batch_stride = D * (W - 1), p.dinit_c_stride = W - 1, p.dinit_l_stride = 1;
+    p.dfinal_states = dfinal.data();
+    p.dfinal_batch_stride = D * (W - 1), p.dfinal_c_stride = 1, p.dfinal_l_stride = D;
+  }
+  compute_expected();
+}
+
+void BwdProblem::compute_expected() {
+  const Case& c = fwd.c;
+  const int64_t B = c.batch, D = c.dim, L = c.seqlen, W = c.width, H = W - 1;
+  want_dx.assign(B * D * L, 0.0);
+  want_dinit.assign(B * D * H, 0.0);
+  want_dweight.assign(D * W, 0.0);
+  want_dbias.assign(D, 0.0);
+  auto tap = [&](int64_t b, int64_t t, int k) {
+    if (!c.seq_idx) return true;
+    const int64_t s = t - H + k;
+    return s >= 0 && fwd.seq[b * L + s] == fwd.seq[b * L + t];
+  };
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t ch = 0; ch < D; ++ch) {
+      // dxs[s + H] collects the gradient of input position s in [-H, L)
+      std::vector<double> dxs(L + H, 0.0);
+      for (int64_t t = 0; t < L; ++t) {
+        double y = c.bias ? fwd.bias.get(ch) : 0.0;
+        for (int k = 0; k < W; ++k)
+          if (tap(b, t, k)) y += double(fwd.w.get(ch * W + k)) * fwd.input(b, ch, t - H + k);
+        double dy = dout.get(b * p.dout_batch_stride + ch * p.dout_c_stride + t * p.dout_l_stride);
+        if (c.silu) {
+          const double sig = 1.0 / (1.0 + std::exp(-y));
+          dy *= sig * (1.0 + y * (1.0 - sig));
+        }
+        want_dbias[ch] += dy;
+        for (int k = 0; k < W; ++k) {
+          if (!tap(b, t, k)) continue;
+          want_dweight[ch * W + k] += dy * fwd.input(b, ch, t - H + k);
+          dxs[t + k] += double(fwd.w.get(ch * W + k)) * dy;
+        }
+      }
+      if (c.states)
+        for (int j = 0; j < H; ++j)
+          dxs[L + j] += dfinal.get(b * p.dfinal_batch_stride + ch * p.dfinal_c_stride + j * p.dfinal_l_stride);
+      for (int64_t t = 0; t < L; ++t) want_dx[(b * D + ch) * L + t] = dxs[H + t];
+      for (int j = 0; j < H; ++j) want_dinit[(b * D + ch) * H + j] = dxs[j];
+    }
+}
+
+UpdateProblem::UpdateProblem(const UpdateCase& cs) : c(cs) {
+  const int64_t B = c.batch, D = c.dim, L = c.seqlen, S = c.state_len, W = c.width;
+  const int64_t lines = c.indices ? B + 2 : B;
+  x = random_buffer(c.xt, B * D * L, 21);
+  w = random_buffer(c.wt, D * W, 22, -0.5f, 0.5f);
+  bias = random_buffer(c.wt, D, 23);
+  state = random_buffer(c.xt, lines * D * S, 24);
+  out = Buffer(c.xt, B * D * L);
+  for (size_t i = 0; i < out.size(); ++i) out.set(i, NAN);
+  for (int64_t b = 0; b < B; ++b) {
+    cache_seqlens.push_back(static_cast<int32_t>((5 * b + 3) % (3 * S)));
+    // rows map to lines in reverse; the last row is padding
+    indices.push_back(b == B - 1 ? -1 : static_cast<int32_t>(lines - 1 - b));
+  }
+  p.batch = B, p.dim = D, p.seqlen = L, p.state_len = S, p.num_cache_lines = lines, p.width = c.width;
+  p.x_dtype = c.xt, p.w_dtype = c.wt, p.silu = c.silu;
+  // x channel-last-like (dim contiguous), state (lines, D, S) contiguous, out channel-first
+  p.x = x.data(), p.x_batch_stride = D * L, p.x_c_stride = 1, p.x_l_stride = D;
+  p.weight = w.data(), p.weight_c_stride = W, p.weight_w_stride = 1;
+  p.bias = bias.data(), p.bias_stride = 1;
+  p.out = out.data(), p.out_batch_stride = D * L, p.out_c_stride = L, p.out_l_stride = 1;
+  p.conv_state = state.data(), p.state_batch_stride = D * S, p.state_c_stride = S, p.state_l_stride = 1;
+  if (c.circular) p.cache_seqlens = cache_seqlens.data();
+  if (c.indices) p.conv_state_indices = indices.data();
+
+  want_out.assign(B * D * L, 0.0);
+  want_state = state;
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t line = c.indices ? indices[b] : b;
+    if (line < 0) continue;
+    for (int64_t ch = 0; ch < D; ++ch) {
+      const int64_t base = line * D * S + ch * S;
+      std::vector<double> seq;
+      const int64_t head = c.circular ? cache_seqlens[b] % S : S;
+      for (int i = 0; i < W - 1; ++i) seq.push_back(state.get(base + ((head - (W - 1) + i) % S + S) % S));
+      for (int64_t t = 0; t < L; ++t) seq.push_back(x.get(b * D * L + t * D + ch));
+      for (int64_t t = 0; t < L; ++t) {
+        double acc = bias.get(ch);
+        for (int k = 0; k < W; ++k) acc += double(w.get(ch * W + k)) * seq[t + k];
+        want_out[(b * D + ch) * L + t] = c.silu ? acc / (1.0 + std::exp(-acc)) : acc;
+      }
+      if (c.circular) {
+        for (int64_t t = 0; t < L; ++t) want_state.set(base + (head + t) % S, x.get(b * D * L + t * D + ch));
+      } else {
+        std::vector<float> all;
+        for (int64_t s = 0; s < S; ++s) all.push_back(state.get(base + s));
+        for (int64_t t = 0; t < L; ++t) all.push_back(x.get(b * D * L + t * D + ch));
+        for (int64_t s = 0; s < S; ++s) want_state.set(base + s, all[all.size() - S + s]);
+      }
+    }
+  }
+}
+
+std::vector<UpdateCase> update_cases() {
+  std::vector<UpdateCase> v;
+  const DType types[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
+  for (DType xt : types)
+    for (int width = 2; width <= 4; ++width)
+      for (int mode = 0; mode < 4; ++mode) {
+        const bool circular = mode & 1, indices = mode & 2;
+        const int64_t seqlen = 1 + (mode + width) % 3 * 2;  // 1, 3 or 5
+        const int64_t state_len = width - 1 + mode % 3;     // width - 1 .. width + 1
+        v.push_back({xt, types[(width + mode) % 3], width, 3, 41, seqlen, state_len, circular, indices, mode != 1});
+      }
+  return v;
+}
+
+}  // namespace cc_test
