@@ -5,6 +5,6 @@
 
 __version__ = "1.6.1"
 
-from causal_conv1d.causal_conv1d_interface import causal_conv1d_fn  # noqa: E402
+from causal_conv1d.causal_conv1d_interface import causal_conv1d_fn, causal_conv1d_update  # noqa: E402
 
-__all__ = ["causal_conv1d_fn", "__version__"]
+__all__ = ["causal_conv1d_fn", "causal_conv1d_update", "__version__"]

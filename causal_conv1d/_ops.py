@@ -39,6 +39,17 @@ def _fwd_fake(x, weight, bias, seq_idx, initial_states, out, final_states_out, s
     return None
 
 
+@torch.library.register_fake("causal_conv1d::bwd")
+def _bwd_fake(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, dweight, dbias,
+              dinitial_states, silu_activation, deterministic):
+    return None
+
+
+@torch.library.register_fake("causal_conv1d::update")
+def _update_fake(x, conv_state, weight, bias, out, silu_activation, cache_seqlens, conv_state_indices):
+    return None
+
+
 @torch.library.register_fake("causal_conv1d::varlen_states")
 def _varlen_states_fake(x, cu_seqlens, state_len):
     batch = cu_seqlens.shape[0] - 1

@@ -3,35 +3,10 @@
 import torch
 import torch.nn.functional as F
 
+from causal_conv1d import _core
 from causal_conv1d._ops import ops
 
-_ACTIVATIONS = (None, "silu", "swish")
-
-
-def _check_activation(activation):
-    if activation not in _ACTIVATIONS:
-        raise NotImplementedError(f"activation must be None, silu, or swish, got {activation!r}")
-    return activation is not None
-
-
-def _is_channel_last(x):
-    """Layout of a (batch, dim, seqlen) tensor the kernels accept (size-1 dims are free)."""
-    return not (x.shape[2] <= 1 or x.stride(2) == 1)
-
-
-def _kernel_layout(x):
-    """x as the kernels take it: stride 1 along seqlen or along dim; anything else is copied."""
-    if x.stride(2) != 1 and x.stride(1) != 1:
-        x = x.contiguous()
-    return x
-
-
-def _empty_out(x):
-    """An uninitialised output in x's layout (also when x is a slice of a wider buffer)."""
-    batch, dim, seqlen = x.shape
-    if _is_channel_last(x):
-        return torch.empty((batch, seqlen, dim), dtype=x.dtype, device=x.device).transpose(1, 2)
-    return torch.empty((batch, dim, seqlen), dtype=x.dtype, device=x.device)
+_update = ops.update.default
 
 
 class CausalConv1dFn(torch.autograd.Function):
@@ -47,8 +22,8 @@ class CausalConv1dFn(torch.autograd.Function):
         final_states_out=None,
         activation=None,
     ):
-        silu = _check_activation(activation)
-        x = _kernel_layout(x)
+        silu = _core.silu_flag(activation)
+        x = _core.kernel_layout(x)
         if seq_idx is not None and (initial_states is not None or return_final_states):
             raise ValueError(
                 "causal_conv1d_fn: seq_idx cannot be combined with initial_states or "
@@ -56,21 +31,35 @@ class CausalConv1dFn(torch.autograd.Function):
             )
         if return_final_states:
             if final_states_out is None:
-                batch, dim, _ = x.shape
-                width = weight.shape[1]
-                final_states_out = torch.empty(
-                    batch, width - 1, dim, device=x.device, dtype=x.dtype
-                ).transpose(1, 2)
+                final_states_out = _core.new_states(x, weight.shape[1])
+            else:
+                ctx.mark_dirty(final_states_out)  # the caller's buffer, written in place
         else:
             final_states_out = None
-        out = _empty_out(x)
-        ops.fwd(x, weight, bias, seq_idx, initial_states, out, final_states_out, silu)
-        ctx.mark_non_differentiable(*(() if final_states_out is None else (final_states_out,)))
+        out = _core.run_fwd(x, weight, bias, seq_idx, initial_states, final_states_out, silu)
+        ctx.save_for_backward(x, weight, bias, seq_idx, initial_states)
+        ctx.silu = silu
+        ctx.return_final_states = return_final_states
         return out if not return_final_states else (out, final_states_out)
 
     @staticmethod
     def backward(ctx, dout, *args):
-        raise NotImplementedError("causal_conv1d_fn: backward is not implemented yet")
+        x, weight, bias, seq_idx, initial_states = ctx.saved_tensors
+        dfinal_states = args[0] if ctx.return_final_states else None
+        return_dinitial_states = initial_states is not None and ctx.needs_input_grad[4]
+        dx, dweight, dbias, dinitial_states = _core.run_bwd(
+            x, weight, bias, dout, seq_idx, initial_states, dfinal_states, None, return_dinitial_states, ctx.silu
+        )
+        return (
+            dx,
+            dweight.to(weight.dtype),
+            dbias.to(bias.dtype) if bias is not None else None,
+            None,
+            dinitial_states,
+            None,
+            None,
+            None,
+        )
 
 
 def causal_conv1d_fn(
@@ -83,18 +72,20 @@ def causal_conv1d_fn(
     final_states_out=None,
     activation=None,
 ):
-    """Causal depthwise 1-D convolution over the last axis.
+    """Causal depthwise 1-D convolution over the last axis; differentiable w.r.t. x, weight, bias
+    and initial_states.
 
-    x: (batch, dim, seqlen), channel-first (stride(2) == 1) or channel-last (stride(1) == 1)
+    x: (batch, dim, seqlen), channel-first (stride(2) == 1) or channel-last (stride(1) == 1);
+       any other striding is copied to contiguous first
     weight: (dim, width), width in 2..4
     bias: (dim,)
     seq_idx: (batch, seqlen) int32; positions with different ids never mix
     initial_states: (batch, dim, width - 1)
-    final_states_out: (batch, dim, width - 1), to be written to
+    return_final_states: also return the last width - 1 inputs (batch, dim, width - 1)
+    final_states_out: (batch, dim, width - 1) buffer the final states are written to
     activation: None, "silu" or "swish"
 
-    Returns out (batch, dim, seqlen) in x's layout, or (out, final_states) if
-    return_final_states.
+    Returns out (batch, dim, seqlen) in x's layout and dtype, or (out, final_states).
     """
     return CausalConv1dFn.apply(
         x,
@@ -122,7 +113,7 @@ def causal_conv1d_ref(
     x: (batch, dim, seqlen); weight: (dim, width); bias: (dim,);
     initial_states, final_states_out: (batch, dim, width - 1).
     """
-    _check_activation(activation)
+    _core.silu_flag(activation)
     dtype_in = x.dtype
     x = x.to(weight.dtype)
     seqlen = x.shape[-1]
@@ -141,3 +132,56 @@ def causal_conv1d_ref(
             final_states_out = final_states
     out = (out if activation is None else F.silu(out)).to(dtype=dtype_in)
     return out if not return_final_states else (out, final_states_out)
+
+
+def causal_conv1d_update(
+    x, conv_state, weight, bias=None, activation=None, cache_seqlens=None, conv_state_indices=None
+):
+    """One or more decode steps, updating conv_state in place.
+
+    x: (batch, dim) or (batch, dim, seqlen)
+    conv_state: (batch, dim, state_len) with state_len >= width - 1, or, with conv_state_indices,
+        (num_cache_lines, dim, state_len); updated in place
+    weight: (dim, width); bias: (dim,); activation: None, "silu" or "swish"
+    cache_seqlens: (batch,) int32. If given, conv_state is a circular buffer: x goes to positions
+        (cache_seqlens + t) % state_len and the window is the width - 1 entries before them.
+    conv_state_indices: (batch,) int32 cache line of each row; a negative index marks a padding
+        row, whose state is left alone and whose output is zero.
+
+    Returns out with x's shape and dtype.
+    """
+    silu = _core.silu_flag(activation)
+    out = torch.empty_like(x)
+    _update(x, conv_state, weight, bias, out, silu, cache_seqlens, conv_state_indices)
+    return out
+
+
+def causal_conv1d_update_ref(x, conv_state, weight, bias=None, activation=None, cache_seqlens=None):
+    """Pure-PyTorch reference of causal_conv1d_update (without conv_state_indices), upstream's
+    signature. Updates conv_state in place."""
+    _core.silu_flag(activation)
+    dtype_in = x.dtype
+    unsqueeze = x.dim() == 2
+    if unsqueeze:
+        x = x.unsqueeze(-1)
+    batch, dim, seqlen = x.shape
+    width = weight.shape[1]
+    state_len = conv_state.shape[-1]
+    assert conv_state.shape == (batch, dim, state_len)
+    assert weight.shape == (dim, width)
+    if cache_seqlens is None:
+        x_new = torch.cat([conv_state, x], dim=-1).to(weight.dtype)
+        conv_state.copy_(x_new[:, :, -state_len:])
+    else:
+        width_idx = torch.arange(-(width - 1), 0, dtype=torch.long, device=x.device).unsqueeze(0)
+        width_idx = torch.remainder(width_idx + cache_seqlens.unsqueeze(1), state_len)
+        width_idx = width_idx.unsqueeze(1).expand(-1, dim, -1)
+        x_new = torch.cat([conv_state.gather(2, width_idx), x], dim=-1).to(weight.dtype)
+        copy_idx = torch.arange(seqlen, dtype=torch.long, device=x.device).unsqueeze(0)
+        copy_idx = torch.remainder(copy_idx + cache_seqlens.unsqueeze(1), state_len)
+        copy_idx = copy_idx.unsqueeze(1).expand(-1, dim, -1)
+        conv_state.scatter_(2, copy_idx, x)
+    out = F.conv1d(x_new, weight.unsqueeze(1), bias, padding=0, groups=dim)[:, :, -seqlen:]
+    if unsqueeze:
+        out = out.squeeze(-1)
+    return (out if activation is None else F.silu(out)).to(dtype=dtype_in)

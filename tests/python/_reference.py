@@ -75,3 +75,84 @@ def random_seq_idx(batch, seqlen, device, max_segments=5):
             ids[c:] += 1
         rows.append(ids)
     return torch.stack(rows).to(device)
+
+
+def conv_ref_diff(x, weight, bias=None, seq_idx=None, initial_states=None, silu=False):
+    """Differentiable float64 version of conv_ref (inputs are upcast, gradients flow back to them).
+
+    Returns (out, final_states) in float64.
+    """
+    batch, dim, seqlen = x.shape
+    width = weight.shape[1]
+    xd, wd = x.double(), weight.double()
+    if initial_states is None:
+        pad = torch.zeros(batch, dim, width - 1, dtype=torch.float64, device=x.device)
+    else:
+        pad = initial_states.double()
+    xp = torch.cat([pad, xd], dim=-1)
+    if seq_idx is None:
+        out = F.conv1d(xp, wd.unsqueeze(1), None, groups=dim)
+    else:
+        seq = seq_idx.long()
+        seqp = torch.cat([torch.full((batch, width - 1), -1, dtype=torch.long, device=x.device), seq], dim=-1)
+        terms = []
+        for k in range(width):
+            same = (seqp[:, k : k + seqlen] == seq).unsqueeze(1)
+            terms.append(wd[:, k].view(1, dim, 1) * xp[:, :, k : k + seqlen] * same)
+        out = torch.stack(terms).sum(0)
+    if bias is not None:
+        out = out + bias.double().view(1, dim, 1)
+    if silu:
+        out = F.silu(out)
+    return out, xp[:, :, xp.shape[-1] - (width - 1) :]
+
+
+def assert_grad_close(actual, expected, dtype, what):
+    """Gradients stored in dtype: elementwise dtype tolerance, absolute part scaled by the largest
+    expected magnitude (reductions over batch and time cancel, so small entries carry the
+    rounding of large partial sums)."""
+    actual = actual.detach().cpu().double()
+    expected = expected.detach().cpu().double()
+    assert not torch.isnan(actual).any(), f"{what}: NaN in result"
+    scale = max(expected.abs().max().item(), 1.0)
+    tol = TOL[dtype]
+    torch.testing.assert_close(actual, expected, rtol=tol["rtol"], atol=tol["atol"] * scale,
+                               msg=lambda m: f"{what}: {m}")
+
+
+def update_ref(x, conv_state, weight, bias=None, silu=False, cache_seqlens=None, conv_state_indices=None):
+    """float64 reference of causal_conv1d_update with every option; returns (out, new_state).
+
+    Does not modify its inputs. Padding rows (negative index) give zero output, untouched state.
+    """
+    squeeze = x.dim() == 2
+    xs = (x.unsqueeze(-1) if squeeze else x).detach().cpu()
+    state = conv_state.detach().cpu().clone()
+    w = weight.detach().cpu().double()
+    b = bias.detach().cpu().double() if bias is not None else None
+    batch, dim, seqlen = xs.shape
+    width = w.shape[1]
+    state_len = state.shape[-1]
+    out = torch.zeros(batch, dim, seqlen, dtype=torch.float64)
+    for r in range(batch):
+        line = r if conv_state_indices is None else int(conv_state_indices[r])
+        if line < 0:
+            continue
+        if cache_seqlens is None:
+            window = state[line, :, state_len - (width - 1):].double()
+        else:
+            head = int(cache_seqlens[r])
+            idx = [(head - (width - 1) + i) % state_len for i in range(width - 1)]
+            window = state[line][:, idx].double()
+        seq = torch.cat([window, xs[r].double()], dim=-1)
+        for t in range(seqlen):
+            acc = (seq[:, t : t + width] * w).sum(-1)
+            if b is not None:
+                acc = acc + b
+            out[r, :, t] = F.silu(acc) if silu else acc
+        if cache_seqlens is None:
+            state[line] = torch.cat([state[line], xs[r]], dim=-1)[:, -state_len:]
+        else:
+            for t in range(seqlen):
+                state[line, :, (head + t) % state_len] = xs[r, :, t]
+    return (out.squeeze(-1) if squeeze else out), state

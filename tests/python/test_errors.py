@@ -136,3 +136,42 @@ def test_varlen_checks():
         ops.varlen_states(x[None], torch.tensor([0, 10], dtype=torch.int32), 3)
     with pytest.raises(RuntimeError, match=r"state_len must be >= 0, got -1"):
         ops.varlen_states(x, torch.tensor([0, 10], dtype=torch.int32), -1)
+
+
+def _bwd_args(device):
+    x, w, b = _args(device)
+    return dict(x=x, w=w, b=b, dout=torch.randn_like(x), seq=None, init=None, dfinal=None, dx=torch.empty_like(x),
+                dw=torch.zeros(8, 4, device=device), db=torch.zeros(8, device=device), dinit=None)
+
+
+def _bwd(a):
+    ops.bwd(a["x"], a["w"], a["b"], a["dout"], a["seq"], a["init"], a["dfinal"], a["dx"], a["dw"], a["db"],
+            a["dinit"], True, False)
+
+
+def test_bwd_checks(device):
+    a = _bwd_args(device)
+    a["dw"] = torch.zeros(8, 4, device=device, dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match=r"causal_conv1d_bwd: dweight must be float32 \(it accumulates\), got BFloat16"):
+        _bwd(a)
+    a = _bwd_args(device)
+    a["b"] = None
+    with pytest.raises(RuntimeError, match=r"dbias was given but bias is None"):
+        _bwd(a)
+    a = _bwd_args(device)
+    a["dx"] = a["dout"]
+    with pytest.raises(RuntimeError, match=r"dx must not share memory with dout"):
+        _bwd(a)
+    a = _bwd_args(device)
+    a["dout"] = torch.randn(2, 16, 8, device=device).transpose(1, 2)
+    with pytest.raises(RuntimeError, match=r"dout must have stride 1 along seqlen \(x is channel-first\)"):
+        _bwd(a)
+    a = _bwd_args(device)
+    a["seq"] = torch.zeros(2, 16, dtype=torch.int32, device=device)
+    a["dinit"] = torch.empty(2, 8, 3, device=device)
+    with pytest.raises(RuntimeError, match=r"seq_idx cannot be combined with initial_states, dfinal_states or dinitial_states"):
+        _bwd(a)
+    a = _bwd_args(device)
+    a["dfinal"] = torch.zeros(2, 8, 2, device=device)
+    with pytest.raises(RuntimeError, match=r"dfinal_states must have shape \(batch, dim, width - 1\) = \(2, 8, 3\), got \(2, 8, 2\)"):
+        _bwd(a)

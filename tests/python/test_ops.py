@@ -28,6 +28,38 @@ def test_opcheck_fwd(device):
         torch.library.opcheck(ops.fwd.default, args)
 
 
+def test_opcheck_bwd(device):
+    for channel_last in (False, True):
+        x = make_x(2, 16, 33, torch.float32, device, channel_last)
+        w = torch.randn(16, 4, device=device)
+        b = torch.randn(16, device=device)
+        dout = torch.randn_like(x)
+        dx = torch.empty(2, 33, 16, device=device).transpose(1, 2) if channel_last else torch.empty_like(x)
+        dw = torch.zeros(16, 4, device=device)
+        db = torch.zeros(16, device=device)
+        init = torch.randn(2, 16, 3, device=device)
+        dinit = torch.empty(2, 16, 3, device=device)
+        dfinal = torch.randn(2, 16, 3, device=device)
+        torch.library.opcheck(ops.bwd.default, (x, w, b, dout, None, init, dfinal, dx, dw, db, dinit, True, False))
+        seq = torch.zeros(2, 33, dtype=torch.int32, device=device)
+        seq[:, 10:] = 1
+        torch.library.opcheck(ops.bwd.default, (x, w, None, dout, seq, None, None, dx, dw, None, None, False, True))
+
+
+def test_opcheck_update(device):
+    x = torch.randn(3, 16, device=device)
+    state = torch.randn(4, 16, 5, device=device)
+    w = torch.randn(16, 4, device=device)
+    b = torch.randn(16, device=device)
+    out = torch.empty_like(x)
+    state3 = torch.randn(3, 16, 5, device=device)  # one line per row when there are no indices
+    torch.library.opcheck(ops.update.default, (x, state3, w, b, out, True, None, None))
+    cs = torch.tensor([0, 3, 9], dtype=torch.int32, device=device)
+    idx = torch.tensor([2, -1, 0], dtype=torch.int32, device=device)
+    x3 = torch.randn(3, 16, 2, device=device)
+    torch.library.opcheck(ops.update.default, (x3, state, w, None, torch.empty_like(x3), False, cs, idx))
+
+
 def test_opcheck_varlen_states(device):
     x = torch.randn(12, 8, device=device)
     cu = torch.tensor([0, 5, 12], dtype=torch.int32, device=device)
@@ -44,6 +76,42 @@ def test_compile_fullgraph_forward(device):
 
     compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
     assert_close(compiled(x, w, b), conv_ref(x, w, b, silu=True)[0] * 2, torch.float32)
+
+
+def test_compile_fullgraph_backward(device):
+    x = make_x(2, 16, 40, torch.float32, device, True).requires_grad_()
+    w = torch.randn(16, 4, device=device, requires_grad=True)
+    b = torch.randn(16, device=device, requires_grad=True)
+    init = torch.randn(2, 16, 3, device=device, requires_grad=True)
+
+    def f(x, w, b, init):
+        out, final = causal_conv1d_fn(x, w, b, initial_states=init, return_final_states=True, activation="silu")
+        return (out * out).sum() + final.sum()
+
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
+    grads = torch.autograd.grad(compiled(x, w, b, init), (x, w, b, init))
+    eager = torch.autograd.grad(f(x, w, b, init), (x, w, b, init))
+    for g, e in zip(grads, eager):
+        torch.testing.assert_close(g, e)
+
+
+def test_compile_fullgraph_update(device):
+    from causal_conv1d import causal_conv1d_update
+
+    x = torch.randn(3, 16, device=device)
+    w = torch.randn(16, 4, device=device)
+    b = torch.randn(16, device=device)
+    state = torch.randn(3, 16, 3, device=device)
+    state_eager = state.clone()
+
+    def step(x, state):
+        return causal_conv1d_update(x, state, w, b, "silu") + 1
+
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
+    out = compiled(x, state)
+    ref = step(x, state_eager)
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(state, state_eager, rtol=0, atol=0)  # the in-place update survives compile
 
 
 def test_build_config_reports_backend():

@@ -1,0 +1,103 @@
+"""The extension module name older clients import directly (``import causal_conv1d_cuda``).
+
+Each function accepts every signature upstream has shipped, told apart by the number of
+arguments (positional plus keyword, named as upstream names them):
+
+causal_conv1d_fwd
+    4  (x, weight, bias, silu_activation) -> out
+    5  (x, weight, bias, seq_idx, silu_activation) -> out
+    7  (x, weight, bias, seq_idx, initial_states, final_states_out, silu_activation) -> out
+    8  (x, weight, bias, seq_idx, initial_states, out, final_states_out, silu_activation) -> None
+causal_conv1d_bwd
+    6  (x, weight, bias, dout, dx, silu_activation) -> [dx, dweight, dbias]
+    7  (x, weight, bias, dout, seq_idx, dx, silu_activation) -> [dx, dweight, dbias]
+    10 (x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, return_dinitial_states,
+        silu_activation) -> [dx, dweight, dbias, dinitial_states]
+    12 (x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, dweight, dbias,
+        dinitial_states, silu_activation) -> None; dweight/dbias are float32 and accumulate
+causal_conv1d_update
+    5  (x, conv_state, weight, bias, silu_activation) -> out
+    6  (x, conv_state, weight, bias, silu_activation, cache_seqlens) -> out
+    7  (x, conv_state, weight, bias, silu_activation, cache_seqlens, conv_state_indices) -> out
+    8  (x, conv_state, weight, bias, out, silu_activation, cache_seqlens, conv_state_indices)
+       -> None
+
+The returning forms allocate what they return (dx when None) and give dweight/dbias in
+weight's/bias's dtype, as upstream does.
+"""
+
+import torch
+
+from causal_conv1d import _core
+from causal_conv1d._ops import ops
+
+_FWD_FORMS = {
+    4: ("x", "weight", "bias", "silu_activation"),
+    5: ("x", "weight", "bias", "seq_idx", "silu_activation"),
+    7: ("x", "weight", "bias", "seq_idx", "initial_states", "final_states_out", "silu_activation"),
+    8: ("x", "weight", "bias", "seq_idx", "initial_states", "out", "final_states_out", "silu_activation"),
+}
+_BWD_FORMS = {
+    6: ("x", "weight", "bias", "dout", "dx", "silu_activation"),
+    7: ("x", "weight", "bias", "dout", "seq_idx", "dx", "silu_activation"),
+    10: ("x", "weight", "bias", "dout", "seq_idx", "initial_states", "dfinal_states", "dx",
+         "return_dinitial_states", "silu_activation"),
+    12: ("x", "weight", "bias", "dout", "seq_idx", "initial_states", "dfinal_states", "dx", "dweight",
+         "dbias", "dinitial_states", "silu_activation"),
+}
+_UPDATE_FORMS = {
+    5: ("x", "conv_state", "weight", "bias", "silu_activation"),
+    6: ("x", "conv_state", "weight", "bias", "silu_activation", "cache_seqlens"),
+    7: ("x", "conv_state", "weight", "bias", "silu_activation", "cache_seqlens", "conv_state_indices"),
+    8: ("x", "conv_state", "weight", "bias", "out", "silu_activation", "cache_seqlens", "conv_state_indices"),
+}
+
+
+def _bind(name, forms, args, kwargs):
+    n = len(args) + len(kwargs)
+    if n not in forms:
+        counts = ", ".join(str(k) for k in sorted(forms))
+        raise TypeError(f"{name}() takes {counts} arguments (one per upstream signature), got {n}")
+    names = forms[n]
+    bound = dict(zip(names, args))
+    for key, value in kwargs.items():
+        if key not in names or key in bound:
+            raise TypeError(f"{name}(): unexpected or repeated argument {key!r} for the {n}-argument form {names}")
+        bound[key] = value
+    return n, bound
+
+
+def causal_conv1d_fwd(*args, **kwargs):
+    n, a = _bind("causal_conv1d_fwd", _FWD_FORMS, args, kwargs)
+    x = _core.kernel_layout(a["x"])
+    if n == 8:
+        ops.fwd(x, a["weight"], a["bias"], a["seq_idx"], a["initial_states"], a["out"],
+                a["final_states_out"], a["silu_activation"])
+        return None
+    return _core.run_fwd(x, a["weight"], a["bias"], a.get("seq_idx"), a.get("initial_states"),
+                         a.get("final_states_out"), a["silu_activation"])
+
+
+def causal_conv1d_bwd(*args, **kwargs):
+    n, a = _bind("causal_conv1d_bwd", _BWD_FORMS, args, kwargs)
+    x = _core.kernel_layout(a["x"])
+    weight, bias = a["weight"], a["bias"]
+    if n == 12:
+        ops.bwd(x, weight, bias, _core.match_layout(a["dout"], x), a["seq_idx"], a["initial_states"],
+                a["dfinal_states"], a["dx"], a["dweight"], a["dbias"], a["dinitial_states"],
+                a["silu_activation"], _core.deterministic_mode())
+        return None
+    dx, dweight, dbias, dinitial_states = _core.run_bwd(
+        x, weight, bias, a["dout"], a.get("seq_idx"), a.get("initial_states"), a.get("dfinal_states"),
+        a["dx"], a.get("return_dinitial_states", False), a["silu_activation"])
+    result = [dx, dweight.to(weight.dtype), dbias.to(bias.dtype) if bias is not None else None]
+    return result + [dinitial_states] if n == 10 else result
+
+
+def causal_conv1d_update(*args, **kwargs):
+    n, a = _bind("causal_conv1d_update", _UPDATE_FORMS, args, kwargs)
+    x = a["x"]
+    out = a["out"] if n == 8 else torch.empty_like(x)
+    ops.update(x, a["conv_state"], a["weight"], a["bias"], out, a["silu_activation"],
+               a.get("cache_seqlens"), a.get("conv_state_indices"))
+    return None if n == 8 else out

@@ -1,0 +1,170 @@
+"""Backward: gradients of causal_conv1d_fn against autograd through a float64 reference."""
+
+import pytest
+import torch
+
+from _reference import (
+    DTYPE_PAIRS,
+    DTYPES,
+    assert_grad_close,
+    conv_ref_diff,
+    dtype_id,
+    make_x,
+    random_seq_idx,
+)
+from causal_conv1d import causal_conv1d_fn
+
+LAYOUTS = [False, True]
+LAYOUT_IDS = ["cf", "cl"]
+
+
+def _leaf(t):
+    return t.detach().clone().requires_grad_(True)
+
+
+def check_grads(x, w, b=None, seq_idx=None, init=None, silu=True, final=False):
+    """Runs causal_conv1d_fn and the reference with the same upstream gradients; compares grads."""
+    x, w = _leaf(x), _leaf(w)
+    b = _leaf(b) if b is not None else None
+    init = _leaf(init) if init is not None else None
+    act = "silu" if silu else None
+    res = causal_conv1d_fn(x, w, b, seq_idx=seq_idx, initial_states=init, return_final_states=final, activation=act)
+    out, fin = res if final else (res, None)
+    dout = torch.randn_like(out)
+    dfin = torch.randn_like(fin) if final else None
+    torch.autograd.backward([out] + ([fin] if final else []), [dout] + ([dfin] if final else []))
+
+    rx, rw = _leaf(x), _leaf(w)
+    rb = _leaf(b) if b is not None else None
+    rinit = _leaf(init) if init is not None else None
+    rout, rfin = conv_ref_diff(rx, rw, rb, seq_idx=seq_idx, initial_states=rinit, silu=silu)
+    torch.autograd.backward([rout] + ([rfin] if final else []),
+                            [dout.double()] + ([dfin.double()] if final else []))
+
+    assert x.grad.dtype == x.dtype and w.grad.dtype == w.dtype
+    assert_grad_close(x.grad, rx.grad, x.dtype, "dx")
+    assert_grad_close(w.grad, rw.grad, w.dtype, "dweight")
+    if b is not None:
+        assert b.grad.dtype == b.dtype
+        assert_grad_close(b.grad, rb.grad, b.dtype, "dbias")
+    if init is not None:
+        assert_grad_close(init.grad, rinit.grad, init.dtype, "dinitial_states")
+    return x.grad
+
+
+@pytest.mark.parametrize("silu", [False, True], ids=["id", "silu"])
+@pytest.mark.parametrize("has_bias", [False, True], ids=["nobias", "bias"])
+@pytest.mark.parametrize("channel_last", LAYOUTS, ids=LAYOUT_IDS)
+@pytest.mark.parametrize("width", [2, 3, 4])
+@pytest.mark.parametrize("xtype,wtype", DTYPE_PAIRS, ids=[f"{dtype_id(a)}-{dtype_id(b)}" for a, b in DTYPE_PAIRS])
+def test_grads_dtypes_widths_layouts(device, xtype, wtype, width, channel_last, has_bias, silu):
+    x = make_x(2, 19, 77, xtype, device, channel_last)
+    w = torch.randn(19, width, dtype=wtype, device=device) * 0.5
+    b = torch.randn(19, dtype=wtype, device=device) if has_bias else None
+    check_grads(x, w, b, silu=silu)
+
+
+@pytest.mark.parametrize("seqlen", [1, 2, 3, 129, 1030])
+@pytest.mark.parametrize("channel_last", LAYOUTS, ids=LAYOUT_IDS)
+@pytest.mark.parametrize("width", [2, 3, 4])
+@pytest.mark.parametrize("xtype", DTYPES, ids=dtype_id)
+def test_grads_with_states(device, xtype, width, channel_last, seqlen):
+    # dinitial_states and dfinal_states, also when seqlen < width - 1 (the final states then
+    # include initial states, so dfinal flows into dinitial_states).
+    x = make_x(2, 24, seqlen, xtype, device, channel_last)
+    w = torch.randn(24, width, device=device) * 0.5
+    b = torch.randn(24, device=device)
+    init = torch.randn(2, width - 1, 24, dtype=xtype, device=device).transpose(1, 2)
+    check_grads(x, w, b, init=init, final=True)
+
+
+@pytest.mark.parametrize("channel_last", LAYOUTS, ids=LAYOUT_IDS)
+def test_grads_final_states_only(device, channel_last):
+    x = make_x(2, 16, 40, torch.float32, device, channel_last)
+    check_grads(x, torch.randn(16, 4, device=device), torch.randn(16, device=device), final=True)
+
+
+@pytest.mark.parametrize("channel_last", LAYOUTS, ids=LAYOUT_IDS)
+@pytest.mark.parametrize("width", [2, 3, 4])
+@pytest.mark.parametrize("xtype", DTYPES, ids=dtype_id)
+def test_grads_seq_idx(device, xtype, width, channel_last):
+    x = make_x(2, 32, 200, xtype, device, channel_last)
+    w = torch.randn(32, width, device=device) * 0.5
+    b = torch.randn(32, device=device)
+    check_grads(x, w, b, seq_idx=random_seq_idx(2, 200, device, max_segments=6))
+
+
+def test_initial_states_without_grad(device):
+    # initial_states that do not require grad get None, and dx is still right.
+    x = make_x(1, 8, 30, torch.float32, device, True).requires_grad_()
+    w = torch.randn(8, 3, device=device)
+    init = torch.randn(1, 8, 2, device=device)
+    out = causal_conv1d_fn(x, w, initial_states=init)
+    out.sum().backward()
+    rx = x.detach().clone().requires_grad_()
+    conv_ref_diff(rx, w, initial_states=init)[0].sum().backward()
+    assert_grad_close(x.grad, rx.grad, torch.float32, "dx")
+
+
+def test_noncontiguous_dout(device):
+    # dout in the other layout than x is made to match x's layout.
+    x = make_x(2, 16, 50, torch.float32, device, True).requires_grad_()
+    w = torch.randn(16, 4, device=device, requires_grad=True)
+    out = causal_conv1d_fn(x, w, activation="silu")
+    dout = torch.randn(2, 16, 50, device=device)  # channel-first while x is channel-last
+    out.backward(dout)
+    rx, rw = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    conv_ref_diff(rx, rw, silu=True)[0].backward(dout.double())
+    assert_grad_close(x.grad, rx.grad, torch.float32, "dx")
+    assert_grad_close(w.grad, rw.grad, torch.float32, "dweight")
+
+
+def _grads(x, w, b):
+    x, w, b = _leaf(x), _leaf(w), _leaf(b)
+    out = causal_conv1d_fn(x, w, b, activation="silu")
+    out.backward(torch.ones_like(out))
+    return x.grad, w.grad, b.grad
+
+
+def test_cpu_backward_is_bitwise_repeatable_on_any_thread_count():
+    x = make_x(4, 64, 500, torch.float32, "cpu", True)
+    w = torch.randn(64, 4)
+    b = torch.randn(64)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = _grads(x, w, b)
+        torch.set_num_threads(max(2, threads))
+        many = _grads(x, w, b)
+        again = _grads(x, w, b)
+    finally:
+        torch.set_num_threads(threads)
+    for a, m, r in zip(one, many, again):
+        assert torch.equal(a, m) and torch.equal(m, r)
+
+
+@pytest.mark.parametrize("value,expected", [("1", True), ("0", False), ("", None)])
+def test_deterministic_switch(monkeypatch, value, expected):
+    from causal_conv1d._core import deterministic_mode
+
+    monkeypatch.setenv("CAUSAL_CONV1D_DETERMINISTIC", value)
+    if expected is None:
+        assert deterministic_mode() == torch.are_deterministic_algorithms_enabled()
+        prev = torch.are_deterministic_algorithms_enabled()
+        try:
+            torch.use_deterministic_algorithms(True)
+            assert deterministic_mode() is True
+            monkeypatch.setenv("CAUSAL_CONV1D_DETERMINISTIC", "0")
+            assert deterministic_mode() is False, "env 0 forces it off even in deterministic mode"
+        finally:
+            torch.use_deterministic_algorithms(prev)
+    else:
+        assert deterministic_mode() is expected
+
+
+def test_deterministic_switch_rejects_garbage(monkeypatch):
+    from causal_conv1d._core import deterministic_mode
+
+    monkeypatch.setenv("CAUSAL_CONV1D_DETERMINISTIC", "yes please")
+    with pytest.raises(ValueError, match="CAUSAL_CONV1D_DETERMINISTIC must be 0 or 1"):
+        deterministic_mode()
