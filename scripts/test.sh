@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test suite: build the extension in place (editable install) with the GoogleTest suite,
-# run ctest, run pytest, then check that a regular (non-editable) install imports from outside the
-# source tree and carries the same build.
+# run ctest, run pytest, then check that a regular wheel of the same build imports from outside
+# the source tree and carries the same code objects.
 #
 #   scripts/devroot.sh scripts/test.sh     # without ROCm: HIP build for gfx1201 in the dev root
 #   scripts/test.sh                        # on a ROCm (or CUDA) box with PyTorch installed
@@ -45,20 +45,21 @@ ctest --test-dir "$CAUSAL_CONV1D_BUILD_DIR" --output-on-failure --no-tests=error
 step "pytest"
 "$py" -m pytest tests/python -q -p no:cacheprovider "$@"
 
-step "regular install into a scratch prefix, imported from outside the tree"
-prefix=$(mktemp -d)
-trap 'rm -rf "$prefix"' EXIT
-"$py" -m pip install "${pip_args[@]}" --prefix "$prefix" . >/dev/null
-site=$(find "$prefix" -type d -name causal_conv1d -path '*-packages/*' | head -n1)
-[[ -n $site ]] || { echo "install produced no causal_conv1d package"; exit 1; }
-(cd "$prefix" && PYTHONPATH=$(dirname "$site") "$py" - <<'PY'
-import os, causal_conv1d
+step "regular (non-editable) wheel, unpacked into a scratch directory, imported from outside the tree"
+# A wheel, not `pip install`, so the environment (and its editable install) is left as it was.
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+"$py" -m pip wheel "${pip_args[@]}" -w "$scratch/wheel" . >"$scratch/wheel.log" 2>&1 || { tail -n 40 "$scratch/wheel.log"; exit 1; }
+"$py" -m zipfile -e "$scratch"/wheel/causal_conv1d-*.whl "$scratch/site"
+(cd "$scratch" && PYTHONPATH="$scratch/site" "$py" - <<'PY'
+import os, causal_conv1d, causal_conv1d_cuda
 from causal_conv1d._ops import LIBRARY_PATH, build_config
 from causal_conv1d._binary import gpu_archs
 assert os.path.dirname(causal_conv1d.__file__).startswith(os.getcwd()), causal_conv1d.__file__
+assert causal_conv1d_cuda.__file__.startswith(os.getcwd()), causal_conv1d_cuda.__file__
 cfg = build_config()
-print(f"installed causal_conv1d {causal_conv1d.__version__} from {os.path.dirname(causal_conv1d.__file__)}")
-print(f"backend={cfg['backend']} gpu_archs={cfg['gpu_archs']} code objects={gpu_archs(LIBRARY_PATH)}")
+print(f"wheel: causal_conv1d {causal_conv1d.__version__} from {os.path.dirname(causal_conv1d.__file__)}")
+print(f"backend={cfg['backend']} gpu_archs={cfg['gpu_archs']} AMD code objects={gpu_archs(LIBRARY_PATH)}")
 expected = os.environ.get("CAUSAL_CONV1D_EXPECT_BACKEND")
 assert expected is None or cfg["backend"] == expected, (cfg, expected)
 if cfg["backend"] == "hip":

@@ -281,6 +281,8 @@ UpdateParams make_update_params(const at::Tensor& x, const at::Tensor& conv_stat
   TORCH_CHECK(conv_state_indices || conv_state.size(0) == p.batch, kUpdate,
               ": conv_state must have batch = ", p.batch,
               " rows when conv_state_indices is None, got ", conv_state.size(0));
+  TORCH_CHECK(conv_state.size(0) < (int64_t(1) << 31) && conv_state.size(2) < (int64_t(1) << 31), kUpdate,
+              ": conv_state's cache lines and state_len must each be < 2^31, got shape ", shape_str(conv_state.sizes()));
   p.num_cache_lines = conv_state.size(0);
   p.state_len = conv_state.size(2);
 

@@ -1,6 +1,7 @@
 // GPU implementations of the ops, registered for the CUDA dispatch key: ROCm builds of PyTorch
 // present AMD GPUs as device type "cuda", so this one registration serves both vendors. No GPU
 // header is needed here: the stream comes from c10 as an opaque handle.
+#include <ATen/ops/empty.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/library.h>
@@ -20,27 +21,37 @@ void* current_stream(const at::Device& device) {
 void fwd_gpu(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias, const OptTensor& seq_idx,
              const OptTensor& initial_states, const at::Tensor& out, const OptTensor& final_states_out,
              bool silu_activation) {
-  (void)make_fwd_params(x, weight, bias, seq_idx, initial_states, out, final_states_out, silu_activation);
-  TORCH_CHECK(false, "causal_conv1d_fwd: the GPU forward kernel is not built yet (x is on ", x.device(),
-              "); move the tensors to the CPU");
+  const c10::DeviceGuard guard(x.device());
+  const FwdParams p = make_fwd_params(x, weight, bias, seq_idx, initial_states, out, final_states_out, silu_activation);
+  check_launch("causal_conv1d_fwd", p.channel_last ? "fwd_channel_last_kernel" : "fwd_channel_first_kernel",
+               gpu::launch_fwd(p, current_stream(x.device())));
 }
 
 void bwd_gpu(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias, const at::Tensor& dout,
              const OptTensor& seq_idx, const OptTensor& initial_states, const OptTensor& dfinal_states,
              const at::Tensor& dx, const at::Tensor& dweight, const OptTensor& dbias,
              const OptTensor& dinitial_states, bool silu_activation, bool deterministic) {
-  (void)make_bwd_params(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, dweight, dbias,
-                        dinitial_states, silu_activation, deterministic);
-  TORCH_CHECK(false, "causal_conv1d_bwd: the GPU backward kernel is not built yet (x is on ", x.device(),
-              "); move the tensors to the CPU");
+  const c10::DeviceGuard guard(x.device());
+  BwdParams p = make_bwd_params(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, dweight, dbias,
+                                dinitial_states, silu_activation, deterministic);
+  int64_t elems = 0;
+  check_launch("causal_conv1d_bwd", "bwd_workspace_elems", gpu::bwd_workspace_elems(p, &elems));
+  at::Tensor workspace;  // deterministic mode: per-block partial sums, reduced in a fixed order
+  if (elems > 0) {
+    workspace = at::empty({elems}, x.options().dtype(at::kFloat));
+    p.workspace = workspace.data_ptr<float>();
+  }
+  check_launch("causal_conv1d_bwd", p.f.channel_last ? "bwd_channel_last_kernel" : "bwd_channel_first_kernel",
+               gpu::launch_bwd(p, current_stream(x.device())));
 }
 
 void update_gpu(const at::Tensor& x, const at::Tensor& conv_state, const at::Tensor& weight, const OptTensor& bias,
                 const at::Tensor& out, bool silu_activation, const OptTensor& cache_seqlens,
                 const OptTensor& conv_state_indices) {
-  (void)make_update_params(x, conv_state, weight, bias, out, silu_activation, cache_seqlens, conv_state_indices);
-  TORCH_CHECK(false, "causal_conv1d_update: the GPU update kernel is not built yet (x is on ", x.device(),
-              "); move the tensors to the CPU");
+  const c10::DeviceGuard guard(x.device());
+  const UpdateParams p =
+      make_update_params(x, conv_state, weight, bias, out, silu_activation, cache_seqlens, conv_state_indices);
+  check_launch("causal_conv1d_update", "update_kernel", gpu::launch_update(p, current_stream(x.device())));
 }
 
 at::Tensor varlen_states_gpu(const at::Tensor& x, const at::Tensor& cu_seqlens, int64_t state_len) {

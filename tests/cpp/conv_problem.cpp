@@ -19,6 +19,10 @@ std::vector<Case> fwd_cases() {
   v.push_back({DType::kFloat32, DType::kFloat32, 4, true, true, true, true, false, 1, 3, 1});
   v.push_back({DType::kBFloat16, DType::kFloat32, 3, false, false, true, false, false, 1, 1, 5000});  // > chunk
   v.push_back({DType::kFloat16, DType::kFloat32, 4, true, true, false, false, true, 2, 200, 40});  // > channel block
+  // Sizes that are multiples of every vector width: the all-aligned GPU paths.
+  v.push_back({DType::kBFloat16, DType::kFloat32, 4, false, true, true, true, false, 2, 64, 256});
+  v.push_back({DType::kBFloat16, DType::kBFloat16, 4, true, true, true, true, false, 2, 512, 64});
+  v.push_back({DType::kFloat32, DType::kFloat32, 3, true, false, true, false, true, 3, 256, 100});
   return v;
 }
 
@@ -166,6 +170,12 @@ std::vector<UpdateCase> update_cases() {
         const int64_t state_len = width - 1 + mode % 3;     // width - 1 .. width + 1
         v.push_back({xt, types[(width + mode) % 3], width, 3, 41, seqlen, state_len, circular, indices, mode != 1});
       }
+  // The decode layout (one token, dim a multiple of the 16-byte vector, shifted state of width - 1
+  // or width entries): the GPU's vector path.
+  for (DType xt : types)
+    for (int width = 2; width <= 4; ++width)
+      for (int extra = 0; extra < 2; ++extra)
+        v.push_back({xt, types[(width + extra) % 3], width, 3, 64, 1, width - 1 + extra, false, extra == 1, true});
   return v;
 }
 

@@ -168,3 +168,23 @@ def test_deterministic_switch_rejects_garbage(monkeypatch):
     monkeypatch.setenv("CAUSAL_CONV1D_DETERMINISTIC", "yes please")
     with pytest.raises(ValueError, match="CAUSAL_CONV1D_DETERMINISTIC must be 0 or 1"):
         deterministic_mode()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU visible")
+@pytest.mark.parametrize("channel_last", LAYOUTS, ids=LAYOUT_IDS)
+def test_gpu_deterministic_mode_is_bitwise_repeatable(monkeypatch, channel_last):
+    # Deterministic mode: identical bits on every run; default mode (atomics): within tolerance
+    # of it.
+    x = make_x(4, 256, 2000, torch.bfloat16, "cuda", channel_last)
+    w = torch.randn(256, 4, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(256, device="cuda", dtype=torch.bfloat16)
+    monkeypatch.setenv("CAUSAL_CONV1D_DETERMINISTIC", "1")
+    det = [_grads(x, w, b) for _ in range(3)]
+    for run in det[1:]:
+        for a, r in zip(det[0], run):
+            assert torch.equal(a, r)
+    monkeypatch.setenv("CAUSAL_CONV1D_DETERMINISTIC", "0")
+    default = _grads(x, w, b)
+    assert torch.equal(default[0], det[0][0]), "dx does not depend on the mode"
+    for a, r, what in zip(default[1:], det[0][1:], ("dweight", "dbias")):
+        assert_grad_close(a.float(), r.float(), torch.bfloat16, what)

@@ -47,6 +47,17 @@ def test_options(device, width, seqlen, extra_state, circular, indices):
     _run(device, torch.bfloat16, torch.float32, width, seqlen, extra_state, circular, indices)
 
 
+@pytest.mark.parametrize("indices", [False, True], ids=["noidx", "idx"])
+@pytest.mark.parametrize("extra_state", [0, 1], ids=["state_w-1", "state_w"])
+@pytest.mark.parametrize("seqlen", [None, 1])
+@pytest.mark.parametrize("width", [2, 3, 4])
+@pytest.mark.parametrize("xtype,wtype", DTYPE_PAIRS, ids=[f"{dtype_id(a)}-{dtype_id(b)}" for a, b in DTYPE_PAIRS])
+def test_decode_layout(device, xtype, wtype, width, seqlen, extra_state, indices):
+    # dim a multiple of 16 bytes' worth of channels and state_len width - 1 or width: the layout
+    # decode runs in (the GPU's 16-byte vector path).
+    _run(device, xtype, wtype, width, seqlen, extra_state, circular=False, indices=indices, dim=64, batch=3)
+
+
 @pytest.mark.parametrize("xtype", DTYPES, ids=dtype_id)
 def test_no_activation_no_bias(device, xtype):
     x = torch.randn(2, 16, dtype=xtype, device=device)

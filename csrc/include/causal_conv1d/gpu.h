@@ -29,6 +29,11 @@ int copy_to_device(void* dst, const void* src, size_t bytes);
 int copy_to_host(void* dst, const void* src, size_t bytes);
 int device_synchronize();
 
+int launch_fwd(const FwdParams& p, void* stream);
+int launch_update(const UpdateParams& p, void* stream);
+// Float elements of scratch launch_bwd needs in p.workspace (0 unless p.deterministic).
+int bwd_workspace_elems(const BwdParams& p, int64_t* elems);
+int launch_bwd(const BwdParams& p, void* stream);
 int launch_varlen_states(const VarlenStatesParams& p, void* stream);
 
 }  // namespace causal_conv1d::gpu

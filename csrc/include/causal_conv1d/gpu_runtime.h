@@ -63,6 +63,15 @@ __device__ __forceinline__ T shfl_xor(T v, int lane_mask, int width) {
 }
 
 template <typename T>
+__device__ __forceinline__ T shfl(T v, int src_lane, int width) {
+#if defined(CAUSAL_CONV1D_USE_HIP)
+  return __shfl(v, src_lane, width);
+#else
+  return __shfl_sync(0xffffffffu, v, src_lane, width);
+#endif
+}
+
+template <typename T>
 __device__ __forceinline__ T shfl_up(T v, unsigned delta, int width) {
 #if defined(CAUSAL_CONV1D_USE_HIP)
   return __shfl_up(v, delta, width);
@@ -79,6 +88,34 @@ __device__ __forceinline__ T shfl_down(T v, unsigned delta, int width) {
   return __shfl_down_sync(0xffffffffu, v, delta, width);
 #endif
 }
+
+// a / b to about 1 ulp, without IEEE division's fix-up sequence (used where the result is a
+// SiLU feeding a 16-bit or fp32 output, far inside the tests' tolerances). HIP's __fdividef is
+// still an IEEE division, hence the AMD reciprocal builtin.
+__device__ __forceinline__ float fast_div(float a, float b) {
+#if defined(CAUSAL_CONV1D_USE_HIP)
+  return a * __builtin_amdgcn_rcpf(b);
+#else
+  return __fdividef(a, b);
+#endif
+}
+
+// SiLU for results stored as 16-bit values. On NVIDIA: x/2 * (1 + tanh(x/2)) with the hardware
+// tanh.approx (one special-function op instead of exp plus reciprocal; relative error about 2^-11,
+// far below a 16-bit result's rounding). Elsewhere, and for float32 results, x / (1 + exp(-x)).
+__device__ __forceinline__ float silu_for_16bit(float v) {
+#if defined(CAUSAL_CONV1D_USE_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+  const float h = 0.5f * v;
+  float t;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(h));
+  return fmaf(h, t, h);
+#else
+  return fast_div(v, 1.0f + __expf(-v));
+#endif
+}
+
+// Float atomic add to global memory (compiled with -munsafe-fp-atomics on AMD: hardware atomics).
+__device__ __forceinline__ void atomic_add(float* addr, float v) { atomicAdd(addr, v); }
 
 // Converts the runtime's error of the last launch into our status code.
 inline int launch_status() {

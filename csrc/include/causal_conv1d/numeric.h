@@ -15,6 +15,7 @@
 #endif
 
 #if defined(__CUDACC__) && defined(__CUDA_ARCH__)
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #endif
 
@@ -55,10 +56,14 @@ CC_HOST_DEVICE inline float bits_float(uint32_t u) {
 CC_HOST_DEVICE inline float bf16_to_float(uint16_t b) { return bits_float(uint32_t(b) << 16); }
 
 CC_HOST_DEVICE inline uint16_t float_to_bf16(float f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  return __bfloat16_as_ushort(__float2bfloat16_rn(f));  // one cvt.rn.bf16.f32
+#else
   uint32_t u = float_bits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u);  // quiet NaN
   u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
   return uint16_t(u >> 16);
+#endif
 }
 
 CC_HOST_DEVICE inline float half_to_float(uint16_t h) {

@@ -80,6 +80,9 @@ struct BwdParams {
   int64_t dfinal_batch_stride = 0, dfinal_c_stride = 0, dfinal_l_stride = 0;
   // Bitwise-repeatable dweight/dbias (no atomics on the GPU). The CPU is always deterministic.
   bool deterministic = false;
+  // GPU deterministic mode: float scratch of gpu::bwd_workspace_elems() elements (per-block
+  // partial sums, reduced in a fixed order). Unused otherwise.
+  float* workspace = nullptr;
 };
 
 // Decode step(s): x is (batch, dim, seqlen) (seqlen 1 for the (batch, dim) form), conv_state is

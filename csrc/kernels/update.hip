@@ -1,0 +1,258 @@
+// Decode update: conv over [window from conv_state, x], then x written into conv_state in place.
+//
+// Data ownership: thread c of block (cx, by) owns channel c of batch rows by * kRows + r
+// (r < kRows), then the same rows one grid further, and so on. Consecutive threads own
+// consecutive channels, so x, out and the state entries are accessed by whole warps over
+// contiguous memory (channel-major states: a warp's accesses to one state position span
+// 32 * state_len elements, all used by the warp's accesses to the other positions). No data is
+// shared between threads.
+//
+// Single-token decode (seqlen 1), the latency-critical case, issues every load of its kRows rows
+// (window and x) before any arithmetic, and writes the new state from registers: with state_len
+// of width - 1 or width no state entry is read twice. Longer x (several tokens) walk their rows
+// one at a time with a rolling window.
+//
+// The common decode layout gets its own kernel, update_vec_kernel: one token, a shifted (not
+// circular) state, x and out with channels contiguous, a (lines, dim, state_len) contiguous state
+// with state_len = width - 1 or width. A thread then owns kV = 16 / sizeof(T) channels: x, out and the kV * state_len state
+// entries of those channels (contiguous) all move as 16-byte vectors.
+//
+// Rows whose cache line is negative (padding), >= num_cache_lines, or whose cache_seqlens is
+// negative produce zeros and leave the state alone: the GPU never writes outside conv_state,
+// and cannot raise on such values without a host synchronisation.
+#include <algorithm>
+
+#include "causal_conv1d/dispatch.h"
+#include "causal_conv1d/gpu.h"
+#include "kernel_utils.h"
+
+namespace causal_conv1d::gpu {
+
+namespace {
+
+struct UpdateTraits {
+  static constexpr int kNThreads = 128;
+  static constexpr int kRows = 4;  // batch rows per thread: their loads are in flight together
+  static constexpr int kMaxGridY = 65535;
+  // update_vec_kernel: grid rows; each thread loops over batch rows, reusing its weights (kV * width
+  // of them: reloading them per row costs more than the row's own loads).
+  static constexpr int kVecGridY = 64;
+};
+
+// kSingle: seqlen == 1 (chosen by the launcher); the general loop is compiled out of that path.
+template <typename T, int kWidth, bool kSilu, bool kSingle>
+__global__ void __launch_bounds__(UpdateTraits::kNThreads) update_kernel(UpdateParams p) {
+  constexpr int kHalo = kWidth - 1;
+  constexpr int kRows = kSingle ? UpdateTraits::kRows : 1;
+  const int64_t c = int64_t(blockIdx.x) * UpdateTraits::kNThreads + threadIdx.x;
+  if (c >= p.dim) return;
+  const int64_t L = kSingle ? 1 : p.seqlen, S = p.state_len, ls = p.state_l_stride;
+
+  float w[kWidth], bias = 0.0f;
+  with_dtype(p.w_dtype, [&](auto tag) {
+    using WT = typename decltype(tag)::type;
+    const WT* wp = static_cast<const WT*>(p.weight);
+    static_for<kWidth>([&](auto k) { w[k] = to_float(wp[c * p.weight_c_stride + k * p.weight_w_stride]); });
+    if (p.bias != nullptr) bias = to_float(static_cast<const WT*>(p.bias)[c * p.bias_stride]);
+  });
+  // The window goes by value: taking an array's address would force it out of registers.
+  struct Window {
+    float v[kWidth];
+  };
+  auto conv = [&](Window win) {
+    float acc = bias;
+    static_for<kWidth>([&](auto k) { acc += w[k] * win.v[k]; });
+    return from_float<T>(kSilu ? silu_to<T>(acc) : acc);
+  };
+
+  for (int64_t b0 = int64_t(blockIdx.y) * kRows; b0 < p.batch; b0 += int64_t(gridDim.y) * kRows) {
+    // Per-row values are 32-bit where the launcher guarantees it (cache lines, state_len): on
+    // wave64 targets they live in scalar registers, kRows times over.
+    T* state[kRows];
+    int32_t head[kRows];
+    Window win[kRows];
+    static_for<kRows>([&](auto r) {
+      const int64_t b = b0 + r;
+      state[r] = nullptr;
+      if (b >= p.batch) return;
+      const int32_t line = p.conv_state_indices ? p.conv_state_indices[b] : int32_t(b);
+      const int32_t seqlen_b = p.cache_seqlens ? p.cache_seqlens[b] : 0;
+      if (line < 0 || line >= p.num_cache_lines || seqlen_b < 0) {
+        T* out = static_cast<T*>(p.out) + b * p.out_batch_stride + c * p.out_c_stride;
+        for (int64_t t = 0; t < L; ++t) out[t * p.out_l_stride] = from_float<T>(0.0f);
+        return;
+      }
+      state[r] = static_cast<T*>(p.conv_state) + line * p.state_batch_stride + c * p.state_c_stride;
+      // Circular: the window ends just before the write position; shifted: it is the tail.
+      head[r] = p.cache_seqlens ? seqlen_b % int32_t(S) : int32_t(S);
+      static_for<kHalo>([&](auto i) {
+        int32_t s = head[r] - kHalo + i;
+        s += s < 0 ? int32_t(S) : 0;
+        win[r].v[i] = to_float(state[r][s * ls]);
+      });
+      if constexpr (kSingle) win[r].v[kHalo] = to_float(static_cast<const T*>(p.x)[b * p.x_batch_stride + c * p.x_c_stride]);
+    });
+
+    static_for<kRows>([&](auto r) {
+      if (state[r] == nullptr) return;
+      const int64_t b = b0 + r;
+      const T* x = static_cast<const T*>(p.x) + b * p.x_batch_stride + c * p.x_c_stride;
+      T* out = static_cast<T*>(p.out) + b * p.out_batch_stride + c * p.out_c_stride;
+      T* st = state[r];
+      if constexpr (kSingle) {
+        out[0] = conv(win[r]);
+        if (p.cache_seqlens) {
+          st[head[r] * ls] = from_float<T>(win[r].v[kHalo]);
+        } else {
+          // New state = old[1:] + [x]; its last kHalo entries are win[1..kHalo], the entry
+          // before them is win[0], deeper ones are read (only when state_len > width).
+          for (int64_t s = 0; s + kHalo + 1 < S; ++s) st[s * ls] = st[(s + 1) * ls];
+          if (S > kHalo) st[(S - kHalo - 1) * ls] = from_float<T>(win[r].v[0]);
+          static_for<kHalo>([&](auto i) { st[(S - kHalo + i) * ls] = from_float<T>(win[r].v[i + 1]); });
+        }
+      } else {
+      float roll[kWidth];
+      static_for<kHalo>([&](auto i) { roll[i] = win[r].v[i]; });
+      for (int64_t t = 0; t < L; ++t) {
+        roll[kHalo] = to_float(x[t * p.x_l_stride]);
+        float acc = bias;
+        static_for<kWidth>([&](auto k) { acc += w[k] * roll[k]; });
+        out[t * p.out_l_stride] = from_float<T>(kSilu ? silu_to<T>(acc) : acc);
+        static_for<kHalo>([&](auto k) { roll[k] = roll[k + 1]; });
+      }
+      if (p.cache_seqlens) {
+        // x[t] goes to (head + t) % state_len; when seqlen > state_len only the last state_len land.
+        const int64_t first = L > S ? L - S : 0;
+        int64_t s = (head[r] + first) % S;
+        for (int64_t t = first; t < L; ++t) {
+          st[s * ls] = x[t * p.x_l_stride];
+          s = s + 1 == S ? 0 : s + 1;
+        }
+      } else {
+        // state = last state_len entries of [state, x]; reading ahead of writing keeps it in place.
+        const int64_t keep = S > L ? S - L : 0;
+        for (int64_t s = 0; s < keep; ++s) st[s * ls] = st[(s + L) * ls];
+        for (int64_t s = keep; s < S; ++s) st[s * ls] = x[(L - S + s) * p.x_l_stride];
+      }
+      }
+    });
+  }
+}
+
+// kS = state_len (width - 1 or width), fixed at compile time so the state slab stays in registers.
+template <typename T, int kWidth, bool kSilu, int kS>
+__global__ void __launch_bounds__(UpdateTraits::kNThreads) update_vec_kernel(UpdateParams p) {
+  constexpr int kHalo = kWidth - 1;
+  constexpr int kV = kVec16<T>;
+  static_assert(kS == kHalo || kS == kHalo + 1, "state_len must be width - 1 or width");
+  const int64_t c0 = (int64_t(blockIdx.x) * UpdateTraits::kNThreads + threadIdx.x) * kV;
+  if (c0 >= p.dim) return;  // the launcher guarantees dim % kV == 0
+
+  float w[kWidth][kV], bias[kV];
+  with_dtype(p.w_dtype, [&](auto tag) {
+    using WT = typename decltype(tag)::type;
+    const WT* wp = static_cast<const WT*>(p.weight);
+    const WT* bp = static_cast<const WT*>(p.bias);
+    static_for<kV>([&](auto e) {
+      const int64_t c = c0 + e;
+      static_for<kWidth>([&](auto k) { w[k][e] = to_float(wp[c * p.weight_c_stride + k * p.weight_w_stride]); });
+      bias[e] = bp != nullptr ? to_float(bp[c * p.bias_stride]) : 0.0f;
+    });
+  });
+
+  for (int64_t b = blockIdx.y; b < p.batch; b += gridDim.y) {
+    T* out = static_cast<T*>(p.out) + b * p.out_batch_stride + c0;
+    const int32_t line = p.conv_state_indices ? p.conv_state_indices[b] : int32_t(b);
+    if (line < 0 || line >= p.num_cache_lines) {
+      Vec<T, kV> zero;
+      static_for<kV>([&](auto e) { zero.v[e] = from_float<T>(0.0f); });
+      store_vec(out, zero);
+      continue;
+    }
+    // Element (channel e, position s) of the slab is slab[(e * kS + s) / kV].v[(e * kS + s) % kV].
+    T* st = static_cast<T*>(p.conv_state) + line * p.state_batch_stride + c0 * kS;
+    Vec<T, kV> slab[kS];
+    static_for<kS>([&](auto i) { slab[i] = load_vec<T, kV>(st + i * kV); });
+    const Vec<T, kV> xv = load_vec<T, kV>(static_cast<const T*>(p.x) + b * p.x_batch_stride + c0);
+    auto at = [&](auto e, auto s) -> T& {  // both compile-time: the slab stays in registers
+      constexpr int f = decltype(e)::value * kS + decltype(s)::value;
+      return slab[f / kV].v[f % kV];
+    };
+    float o[kV];
+    static_for<kV>([&](auto e) {
+      float acc = bias[e] + w[kHalo][e] * to_float(xv.v[e]);
+      static_for<kHalo>([&](auto i) { acc += w[i][e] * to_float(at(e, Idx<kS - kHalo + decltype(i)::value>{})); });
+      o[e] = kSilu ? silu_to<T>(acc) : acc;
+    });
+    store_floats<T, kV>(out, o);
+
+    // Shift left by one, x enters last.
+    static_for<kV>([&](auto e) {
+      static_for<kS>([&](auto s) {
+        constexpr int kSrc = decltype(s)::value + 1;
+        if constexpr (kSrc < kS) {
+          at(e, s) = at(e, Idx<kSrc>{});
+        } else {
+          at(e, s) = xv.v[e];
+        }
+      });
+    });
+    static_for<kS>([&](auto i) { store_vec(st + i * kV, slab[i]); });
+  }
+}
+
+}  // namespace
+
+int launch_update(const UpdateParams& p, void* stream) {
+  using Tr = UpdateTraits;
+  if (p.batch == 0 || p.dim == 0) return kSuccess;
+  const bool single = p.seqlen == 1;
+  if (single) {
+    const int status = dispatch_dtype(p.x_dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      constexpr int kV = kVec16<T>;
+      const auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+      const int64_t S = p.state_len;
+      // The layout the vector kernel needs, else -1: the general kernel runs.
+      const bool fits = p.cache_seqlens == nullptr && (S == p.width - 1 || S == p.width) && p.dim % kV == 0 &&
+                        p.x_c_stride == 1 &&
+                        p.out_c_stride == 1 && p.state_l_stride == 1 && p.state_c_stride == S &&
+                        aligned16(p.x) && aligned16(p.out) && aligned16(p.conv_state) &&
+                        multiple_of(p.x_batch_stride, kV) && multiple_of(p.out_batch_stride, kV) &&
+                        multiple_of(p.state_batch_stride, kV);
+      if (!fits) return -1;
+      const dim3 grid(ceil_div_u(p.dim / kV, Tr::kNThreads),
+                      static_cast<unsigned>(std::min<int64_t>(p.batch, Tr::kVecGridY)));
+      const auto s = static_cast<Stream>(stream);
+      return dispatch_width(p.width, [&](auto W) {
+        constexpr int kWidth = decltype(W)::value;
+        return dispatch_bool(p.silu, [&](auto Silu) {
+          return dispatch_bool(S == kWidth, [&](auto Full) {
+            update_vec_kernel<T, kWidth, decltype(Silu)::value, decltype(Full)::value ? kWidth : kWidth - 1>
+                <<<grid, Tr::kNThreads, 0, s>>>(p);
+            return launch_status();
+          });
+        });
+      });
+    });
+    if (status != -1) return status;
+  }
+  const int64_t rows = single ? Tr::kRows : 1;
+  const int64_t row_groups = (p.batch + rows - 1) / rows;
+  const dim3 grid(ceil_div_u(p.dim, Tr::kNThreads), static_cast<unsigned>(std::min<int64_t>(row_groups, Tr::kMaxGridY)));
+  const auto s = static_cast<Stream>(stream);
+  return dispatch_dtype(p.x_dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return dispatch_width(p.width, [&](auto W) {
+      return dispatch_bool(p.silu, [&](auto S) {
+        return dispatch_bool(single, [&](auto One) {
+          update_kernel<T, decltype(W)::value, decltype(S)::value, decltype(One)::value>
+              <<<grid, Tr::kNThreads, 0, s>>>(p);
+          return launch_status();
+        });
+      });
+    });
+  });
+}
+
+}  // namespace causal_conv1d::gpu

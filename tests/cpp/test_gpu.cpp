@@ -1,0 +1,200 @@
+// GPU launchers against the CPU backend, through the same params structs. Skips without a GPU.
+// Device copies of x and out can be shifted by a few elements so that rows start misaligned
+// (the kernels' peeled 16-byte path) or x and out disagree in alignment (the element path).
+#include <cmath>
+
+#include "causal_conv1d/cpu.h"
+#include "causal_conv1d/gpu.h"
+#include "conv_problem.h"
+
+namespace {
+
+using causal_conv1d::DType;
+using cc_test::Buffer;
+using cc_test::Case;
+using cc_test::DeviceBuffer;
+using cc_test::Problem;
+using cc_test::UpdateCase;
+using cc_test::UpdateProblem;
+
+// A device copy of a host buffer whose data starts `shift` elements into the allocation.
+struct Shifted {
+  DeviceBuffer mem;
+  int shift;
+  size_t esize;
+  Shifted(const Buffer& host, int shift_elems)
+      : mem(host.bytes.size() + 16), shift(shift_elems), esize(causal_conv1d::dtype_size(host.dtype)) {
+    if (mem.ptr) causal_conv1d::gpu::copy_to_device(ptr(), host.data(), host.bytes.size());
+  }
+  void* ptr() const { return static_cast<char*>(mem.ptr) + shift * esize; }
+  void to_host(Buffer& host) const { causal_conv1d::gpu::copy_to_host(host.data(), ptr(), host.bytes.size()); }
+};
+
+void expect_close_buffers(const Buffer& got, const Buffer& want, double tol, const char* what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double g = got.get(i), w = want.get(i);
+    if (std::isnan(w)) continue;  // element the op does not write (stride gaps): never compared
+    ASSERT_TRUE(std::isfinite(g)) << what << "[" << i << "] not written";
+    ASSERT_NEAR(g, w, tol * (1.0 + std::fabs(w))) << what << "[" << i << "]";
+  }
+}
+
+struct FwdGpuParam {
+  Case c;
+  int x_shift, out_shift;
+};
+
+class GpuFwd : public ::testing::TestWithParam<FwdGpuParam> {};
+
+TEST_P(GpuFwd, MatchesCpu) {
+  if (!cc_test::have_gpu()) GTEST_SKIP() << "no GPU visible";
+  const FwdGpuParam& gp = GetParam();
+  Problem cpu(gp.c), gpu(gp.c);
+  ASSERT_EQ(causal_conv1d::cpu::launch_fwd(cpu.p, causal_conv1d::cpu::serial_for), 0);
+
+  Shifted x(gpu.x, gp.x_shift), out(gpu.out, gp.out_shift), fin(gpu.final_states, 0);
+  DeviceBuffer w(gpu.w.bytes), bias(gpu.bias.bytes), init(gpu.init.bytes), seq(gpu.seq);
+  causal_conv1d::FwdParams p = gpu.p;
+  p.x = x.ptr(), p.out = out.ptr(), p.weight = w.ptr;
+  if (p.bias) p.bias = bias.ptr;
+  if (p.initial_states) p.initial_states = init.ptr, p.final_states = fin.ptr();
+  if (p.seq_idx) p.seq_idx = static_cast<const int32_t*>(seq.ptr);
+  CC_GPU_OK(causal_conv1d::gpu::launch_fwd(p, nullptr));
+  CC_GPU_OK(causal_conv1d::gpu::device_synchronize());
+  out.to_host(gpu.out);
+  fin.to_host(gpu.final_states);
+  const double tol = cc_test::tolerance(gp.c.xt);
+  expect_close_buffers(gpu.out, cpu.out, tol, "out");
+  if (gp.c.states) {
+    EXPECT_EQ(gpu.final_states.bytes, cpu.final_states.bytes) << "final states are copies";
+  }
+}
+
+std::vector<FwdGpuParam> gpu_fwd_cases() {
+  std::vector<FwdGpuParam> v;
+  for (const Case& c : cc_test::fwd_cases()) {
+    v.push_back({c, 0, 0});
+    v.push_back({c, 3, 3});  // rows start misaligned, same for x and out: peeled vectors
+  }
+  Case c = cc_test::fwd_cases()[1];
+  v.push_back({c, 1, 2});  // x and out misaligned differently: element path
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, GpuFwd, ::testing::ValuesIn(gpu_fwd_cases()),
+                         [](const ::testing::TestParamInfo<FwdGpuParam>& info) {
+                           return cc_test::case_name({info.param.c, info.index}) + "_shift" +
+                                  std::to_string(info.param.x_shift) + std::to_string(info.param.out_shift);
+                         });
+
+// Backward on the GPU against the CPU backend, in default (atomic) and deterministic mode; two
+// deterministic runs must agree bit for bit.
+struct BwdGpuParam {
+  Case c;
+  bool deterministic;
+};
+
+struct BwdGpuRun {
+  Buffer dx, dinit;
+  std::vector<float> dweight, dbias;
+};
+
+void run_gpu_bwd(cc_test::BwdProblem& pr, bool deterministic, BwdGpuRun& res) {
+  const cc_test::Problem& f = pr.fwd;
+  DeviceBuffer x(f.x.bytes), w(f.w.bytes), bias(f.bias.bytes), init(f.init.bytes), seq(f.seq), dout(pr.dout.bytes),
+      dx(pr.dx.bytes), dinit(pr.dinit.bytes), dfinal(pr.dfinal.bytes), dweight(pr.dweight), dbias(pr.dbias);
+  causal_conv1d::BwdParams p = pr.p;
+  p.f.x = x.ptr, p.f.weight = w.ptr;
+  if (p.f.bias) p.f.bias = bias.ptr;
+  if (p.f.initial_states) p.f.initial_states = init.ptr;
+  if (p.f.seq_idx) p.f.seq_idx = static_cast<const int32_t*>(seq.ptr);
+  p.dout = dout.ptr, p.dx = dx.ptr, p.dweight = static_cast<float*>(dweight.ptr);
+  if (p.dbias) p.dbias = static_cast<float*>(dbias.ptr);
+  if (p.dinitial_states) p.dinitial_states = dinit.ptr;
+  if (p.dfinal_states) p.dfinal_states = dfinal.ptr;
+  p.deterministic = deterministic;
+  int64_t elems = 0;
+  CC_GPU_OK(causal_conv1d::gpu::bwd_workspace_elems(p, &elems));
+  DeviceBuffer workspace(size_t(elems) * sizeof(float));
+  p.workspace = static_cast<float*>(workspace.ptr);
+  CC_GPU_OK(causal_conv1d::gpu::launch_bwd(p, nullptr));
+  CC_GPU_OK(causal_conv1d::gpu::device_synchronize());
+  res.dx = pr.dx;
+  res.dx.bytes = dx.to_host<uint8_t>();
+  res.dinit = pr.dinit;
+  res.dinit.bytes = dinit.to_host<uint8_t>();
+  res.dweight = dweight.to_host<float>();
+  res.dbias = dbias.to_host<float>();
+}
+
+class GpuBwd : public ::testing::TestWithParam<BwdGpuParam> {};
+
+TEST_P(GpuBwd, MatchesCpu) {
+  if (!cc_test::have_gpu()) GTEST_SKIP() << "no GPU visible";
+  const BwdGpuParam& gp = GetParam();
+  cc_test::BwdProblem cpu(gp.c), gpu(gp.c);
+  ASSERT_EQ(causal_conv1d::cpu::launch_bwd(cpu.p, causal_conv1d::cpu::serial_for), 0);
+  BwdGpuRun res;
+  run_gpu_bwd(gpu, gp.deterministic, res);
+  const double tol = cc_test::tolerance(gp.c.xt) + cc_test::tolerance(gp.c.wt);
+  expect_close_buffers(res.dx, cpu.dx, tol, "dx");
+  if (gp.c.states) {
+    expect_close_buffers(res.dinit, cpu.dinit, tol, "dinitial_states");
+  }
+  double scale = 1.0;
+  for (float v : cpu.dweight) scale = std::max(scale, double(std::fabs(v)));
+  for (size_t i = 0; i < cpu.dweight.size(); ++i)
+    ASSERT_NEAR(res.dweight[i], cpu.dweight[i], tol * scale) << "dweight[" << i << "]";
+  if (gp.c.bias) {
+    for (size_t i = 0; i < cpu.dbias.size(); ++i)
+      ASSERT_NEAR(res.dbias[i], cpu.dbias[i], tol * scale) << "dbias[" << i << "]";
+  }
+  if (gp.deterministic) {
+    cc_test::BwdProblem again(gp.c);
+    BwdGpuRun res2;
+    run_gpu_bwd(again, true, res2);
+    EXPECT_EQ(res.dweight, res2.dweight) << "deterministic dweight differs between runs";
+    EXPECT_EQ(res.dbias, res2.dbias) << "deterministic dbias differs between runs";
+    EXPECT_EQ(res.dx.bytes, res2.dx.bytes);
+  }
+}
+
+std::vector<BwdGpuParam> gpu_bwd_cases() {
+  std::vector<BwdGpuParam> v;
+  for (const Case& c : cc_test::fwd_cases()) {
+    v.push_back({c, false});
+    v.push_back({c, true});
+  }
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, GpuBwd, ::testing::ValuesIn(gpu_bwd_cases()),
+                         [](const ::testing::TestParamInfo<BwdGpuParam>& info) {
+                           return cc_test::case_name({info.param.c, info.index}) +
+                                  (info.param.deterministic ? "_det" : "_atomic");
+                         });
+
+class GpuUpdate : public ::testing::TestWithParam<UpdateCase> {};
+
+TEST_P(GpuUpdate, MatchesCpu) {
+  if (!cc_test::have_gpu()) GTEST_SKIP() << "no GPU visible";
+  UpdateProblem cpu(GetParam()), gpu(GetParam());
+  ASSERT_EQ(causal_conv1d::cpu::launch_update(cpu.p, causal_conv1d::cpu::serial_for), 0);
+  DeviceBuffer x(gpu.x.bytes), w(gpu.w.bytes), bias(gpu.bias.bytes), state(gpu.state.bytes),
+      out(gpu.out.bytes), cs(gpu.cache_seqlens), idx(gpu.indices);
+  causal_conv1d::UpdateParams p = gpu.p;
+  p.x = x.ptr, p.weight = w.ptr, p.bias = bias.ptr, p.conv_state = state.ptr, p.out = out.ptr;
+  if (p.cache_seqlens) p.cache_seqlens = static_cast<const int32_t*>(cs.ptr);
+  if (p.conv_state_indices) p.conv_state_indices = static_cast<const int32_t*>(idx.ptr);
+  CC_GPU_OK(causal_conv1d::gpu::launch_update(p, nullptr));
+  CC_GPU_OK(causal_conv1d::gpu::device_synchronize());
+  gpu.out.bytes = out.to_host<uint8_t>();
+  gpu.state.bytes = state.to_host<uint8_t>();
+  expect_close_buffers(gpu.out, cpu.out, cc_test::tolerance(GetParam().xt), "out");
+  EXPECT_EQ(gpu.state.bytes, cpu.state.bytes) << "conv_state after the update";
+}
+
+INSTANTIATE_TEST_SUITE_P(All, GpuUpdate, ::testing::ValuesIn(cc_test::update_cases()));
+
+}  // namespace
