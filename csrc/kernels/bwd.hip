@@ -5,13 +5,13 @@
 //   dx[s]  = sum_k w[k] dy[s + (W-1) - k]   (+ dfinal for the last W-1 positions of [init, x])
 //   dw[k] += sum_t dy[t] x[t - (W-1) + k],   db += sum_t dy[t]
 //
-// Both kernels stage a tile of x (with W-1 positions of halo on each side) and of dout (with W-1
-// positions after it) in LDS / shared memory, loaded cooperatively as 16-byte vectors, so every
-// thread reads its neighbours' inputs from there instead of exchanging registers:
 //  - channel-first: a block owns 128 * kV consecutive positions of one (batch, channel) row;
-//    thread t computes dy for its kV positions plus the W-1 after them, then dx for its kV
-//    positions (written straight to global as one vector) and its dweight/dbias terms;
-//  - channel-last: a block owns kChunkL time steps of 64 channels; thread (c, part) walks its time
+//    thread t holds one 16-byte vector of x and of dout in registers and gets the W-1 values on
+//    either side by shuffle (see bwd_channel_first_kernel); it computes dy for its kV positions
+//    plus the W-1 after them, then dx for its kV positions and its dweight/dbias terms;
+//  - channel-last: a tile of x (with W-1 positions of halo on each side) and of dout (with W-1
+//    positions after it) is staged in LDS / shared memory, loaded cooperatively as 16-byte
+//    vectors; a block owns kChunkL time steps of 64 channels; thread (c, part) walks its time
 //    range with a window of W dy values, writing dx over its own dout rows in LDS, which go back
 //    to global memory as vectors at the end. The dout rows it needs of the other part's range are
 //    read before a barrier, so the in-place writes never race.
@@ -52,9 +52,13 @@ template <typename T>
 struct BwdCfTraits {
   static constexpr int kNThreads = 128;
   static constexpr int kV = kVec16<T>;
-  static constexpr int kMaxHalo = kMaxWidth - 1;
 };
 
+// Channel-first: thread t owns positions q0 .. q0 + kV - 1 of one row (one 16-byte vector of x,
+// dout and dx), q0 = tile start + t * kV. The W-1 inputs before and after its vector, and the
+// W-1 dout values after it, come by shuffle from the neighbouring lanes; the first and last lanes
+// of a warp read them from memory (cache hits). dy is computed for the kV positions and the W-1
+// after them (needed by dx), so no dy crosses threads.
 template <typename T, int kWidth, int kV, bool kSilu, bool kSeqIdx>
 __global__ void __launch_bounds__(BwdCfTraits<T>::kNThreads)
     bwd_channel_first_kernel(BwdParams p, uint32_t tiles, uint32_t dim) {
@@ -63,11 +67,7 @@ __global__ void __launch_bounds__(BwdCfTraits<T>::kNThreads)
   constexpr int kHalo = kWidth - 1;
   constexpr int kTile = kNThreads * kV;
   static_assert(kNThreads % kWarpSize == 0, "a block must consist of whole warps");
-  // xs[i]: position t0 - kHalo + i; gs[i]: dout at t0 + i; ss like xs; dy0: dy at positions 0..kHalo-1.
-  __shared__ float xs[kTile + 2 * kHalo];
-  __shared__ float gs[kTile + kHalo];
-  __shared__ int32_t ss[kSeqIdx ? kTile + 2 * kHalo : 1];
-  __shared__ float dy0[kHalo];
+  __shared__ float dy0[kHalo];  // dy at positions 0 .. kHalo-1, for dinitial_states
   using Reduce = blockprim::BlockReduce<float, kNThreads>;
   __shared__ typename Reduce::TempStorage reduce_storage;
 
@@ -80,44 +80,78 @@ __global__ void __launch_bounds__(BwdCfTraits<T>::kNThreads)
   const T* dout = static_cast<const T*>(p.dout) + b * p.dout_batch_stride + c * p.dout_c_stride;
   T* dx = static_cast<T*>(p.dx) + b * p.dx_batch_stride + c * p.dx_c_stride;
   const int32_t* seq = kSeqIdx ? f.seq_idx + b * f.seq_idx_batch_stride : nullptr;
-  const int64_t t0 = int64_t(tile) * kTile - misalignment<T, kV>(x);
-  const int tid = threadIdx.x;
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t q0 = int64_t(tile) * kTile - misalignment<T, kV>(x) + int64_t(threadIdx.x) * kV;
 
+  // seq_idx never comes with states (the torch layer rejects it): those paths compile out.
   auto input = [&](int64_t q) -> float {
     if (q >= 0) return q < L ? to_float(x[q]) : 0.0f;
-    if (f.initial_states == nullptr) return 0.0f;
+    if (kSeqIdx || f.initial_states == nullptr) return 0.0f;
     return to_float(static_cast<const T*>(f.initial_states)[b * f.init_batch_stride + c * f.init_c_stride +
                                                             (q + kHalo) * f.init_l_stride]);
   };
+  auto grad = [&](int64_t q) -> float { return q >= 0 && q < L ? to_float(dout[q]) : 0.0f; };
   auto seq_at = [&](int64_t q) -> int32_t { return q >= 0 && q < L ? seq[q * f.seq_idx_l_stride] : -1; };
 
-  // Stage x (with both halos), dout (with the right halo) and seq ids.
-  const int64_t q0 = t0 + int64_t(tid) * kV;
+  // Own vectors (loads first, all in flight), then the halos.
+  float xv[kV], gv[kV];
+  int32_t sv[kSeqIdx ? kV : 1];
   if (q0 >= 0 && q0 + kV <= L) {
-    const Vec<T, kV> xv = load_vec<T, kV>(x + q0);
-    const Vec<T, kV> gv = load_vec<T, kV>(dout + q0);
+    const Vec<T, kV> a = load_vec<T, kV>(x + q0);
+    const Vec<T, kV> g = load_vec<T, kV>(dout + q0);
     static_for<kV>([&](auto e) {
-      xs[kHalo + tid * kV + e] = to_float(xv.v[e]);
-      gs[tid * kV + e] = to_float(gv.v[e]);
+      xv[e] = to_float(a.v[e]);
+      gv[e] = to_float(g.v[e]);
     });
   } else {
     static_for<kV>([&](auto e) {
-      const int64_t q = q0 + e;
-      xs[kHalo + tid * kV + e] = input(q);
-      gs[tid * kV + e] = q >= 0 && q < L ? to_float(dout[q]) : 0.0f;
+      xv[e] = input(q0 + e);
+      gv[e] = grad(q0 + e);
     });
   }
-  if (tid < kHalo) {
-    xs[tid] = input(t0 - kHalo + tid);
-  } else if (tid < 2 * kHalo) {
-    const int64_t q = t0 + kTile + (tid - kHalo);
-    xs[kTile + tid] = input(q);
-    gs[kTile + tid - kHalo] = q >= 0 && q < L ? to_float(dout[q]) : 0.0f;
-  }
-  if constexpr (kSeqIdx) {
-    for (int i = tid; i < kTile + 2 * kHalo; i += kNThreads) ss[i] = seq_at(t0 - kHalo + i);
-  }
-  __syncthreads();
+  if constexpr (kSeqIdx) static_for<kV>([&](auto e) { sv[e] = seq_at(q0 + e); });
+  float xl[kHalo], xr[kHalo], gr[kHalo];
+  int32_t sl[kSeqIdx ? kHalo : 1], sr[kSeqIdx ? kHalo : 1];
+  static_for<kHalo>([&](auto i) {
+    // Before: position q0 - kHalo + i, dl lanes back. After: position q0 + kV + i, dr lanes ahead.
+    constexpr int back = kHalo - decltype(i)::value;
+    constexpr int dl = (back + kV - 1) / kV, src_l = dl * kV - back;
+    constexpr int dr = decltype(i)::value / kV + 1, src_r = decltype(i)::value % kV;
+    const float a = shfl_up(xv[src_l], dl, kWarpSize);
+    xl[i] = lane < dl ? input(q0 - back) : a;
+    const float bx = shfl_down(xv[src_r], dr, kWarpSize);
+    const float bg = shfl_down(gv[src_r], dr, kWarpSize);
+    const bool edge = lane + dr >= kWarpSize;
+    xr[i] = edge ? input(q0 + kV + i) : bx;
+    gr[i] = edge ? grad(q0 + kV + i) : bg;
+    if constexpr (kSeqIdx) {
+      const int32_t s_up = shfl_up(sv[src_l], dl, kWarpSize);
+      const int32_t s_dn = shfl_down(sv[src_r], dr, kWarpSize);
+      sl[i] = lane < dl ? seq_at(q0 - back) : s_up;
+      sr[i] = edge ? seq_at(q0 + kV + i) : s_dn;
+    }
+  });
+  // Input / seq id at position q0 + r, r in [-kHalo, kV + kHalo) (r compile-time).
+  auto xat = [&](auto r) -> float {
+    constexpr int kR = decltype(r)::value;
+    if constexpr (kR < 0) {
+      return xl[kR + kHalo];
+    } else if constexpr (kR < kV) {
+      return xv[kR];
+    } else {
+      return xr[kR - kV];
+    }
+  };
+  auto sat = [&](auto r) -> int32_t {
+    constexpr int kR = decltype(r)::value;
+    if constexpr (kR < 0) {
+      return sl[kR + kHalo];
+    } else if constexpr (kR < kV) {
+      return sv[kR];
+    } else {
+      return sr[kR - kV];
+    }
+  };
 
   float w[kWidth], bias = 0.0f;
   with_dtype(f.w_dtype, [&](auto tag) {
@@ -127,55 +161,62 @@ __global__ void __launch_bounds__(BwdCfTraits<T>::kNThreads)
     if (f.bias != nullptr) bias = to_float(static_cast<const WT*>(f.bias)[c * f.bias_stride]);
   });
 
-  // dy at this thread's positions and the kHalo after them (local index j: position q0 + j).
-  const int base = tid * kV;
+  // dy at positions q0 + j, j in [0, kV + kHalo); dweight/dbias terms for the own positions.
   float dyv[kV + kHalo];
   float acc[kWidth + 1] = {};
   static_for<kV + kHalo>([&](auto j) {
-    const int pos = base + j;  // xs[pos + k] is position q0 + j - kHalo + k
+    constexpr int kJ = decltype(j)::value;
     float y = bias;
     static_for<kWidth>([&](auto k) {
-      float xv = xs[pos + k];
+      constexpr int kR = kJ - kHalo + decltype(k)::value;
+      float xk = xat(Idx<kR>{});
       if constexpr (kSeqIdx) {
-        if (ss[pos + k] != ss[pos + kHalo]) xv = 0.0f;
+        if (sat(Idx<kR>{}) != sat(Idx<kJ>{})) xk = 0.0f;
       }
-      y += w[k] * xv;
+      y += w[k] * xk;
     });
-    const float g = gs[pos];
-    dyv[j] = kSilu ? g * dsilu(y) : g;
-    if constexpr ((decltype(j)::value) < kV) {
-      const int64_t q = q0 + j;
+    float g;
+    if constexpr (kJ < kV) {
+      g = gv[kJ];
+    } else {
+      g = gr[kJ - kV];
+    }
+    dyv[kJ] = kSilu ? g * dsilu(y) : g;
+    if constexpr (kJ < kV) {
+      const int64_t q = q0 + kJ;
       if (q >= 0 && q < L) {
-        acc[kWidth] += dyv[j];
+        acc[kWidth] += dyv[kJ];
         static_for<kWidth>([&](auto k) {
-          float xv = xs[pos + k];
+          constexpr int kR = kJ - kHalo + decltype(k)::value;
+          float xk = xat(Idx<kR>{});
           if constexpr (kSeqIdx) {
-            if (ss[pos + k] != ss[pos + kHalo]) xv = 0.0f;
+            if (sat(Idx<kR>{}) != sat(Idx<kJ>{})) xk = 0.0f;
           }
-          acc[k] += dyv[j] * xv;
+          acc[k] += dyv[kJ] * xk;
         });
-        if (q < kHalo) dy0[q] = dyv[j];
+        if (!kSeqIdx && q < kHalo) dy0[q] = dyv[kJ];
       }
     }
   });
 
-  // dx for this thread's positions.
+  // dx for the own positions: outputs at q + kHalo - k.
   float o[kV];
   static_for<kV>([&](auto j) {
+    constexpr int kJ = decltype(j)::value;
     float g = 0.0f;
     static_for<kWidth>([&](auto k) {
-      constexpr int kOut = decltype(j)::value + kHalo - decltype(k)::value;  // dyv index of the output
+      constexpr int kOut = kJ + kHalo - decltype(k)::value;
       float d = dyv[kOut];
       if constexpr (kSeqIdx) {
-        if (ss[base + kHalo + j] != ss[base + kHalo + kOut]) d = 0.0f;
+        if (sat(Idx<kJ>{}) != sat(Idx<kOut>{})) d = 0.0f;
       }
       g += w[k] * d;
     });
-    const int64_t q = q0 + j;
-    if (p.dfinal_states != nullptr && q >= L - kHalo && q >= 0 && q < L)
+    const int64_t q = q0 + kJ;
+    if (!kSeqIdx && p.dfinal_states != nullptr && q >= L - kHalo && q >= 0 && q < L)
       g += to_float(static_cast<const T*>(p.dfinal_states)[b * p.dfinal_batch_stride + c * p.dfinal_c_stride +
                                                           (q - (L - kHalo)) * p.dfinal_l_stride]);
-    o[j] = g;
+    o[kJ] = g;
   });
   if constexpr (kV > 1) {
     if (q0 >= 0 && q0 + kV <= L) {
@@ -189,17 +230,17 @@ __global__ void __launch_bounds__(BwdCfTraits<T>::kNThreads)
     if (q0 >= 0 && q0 < L) dx[q0] = from_float<T>(o[0]);
   }
 
-  // Block sums of dweight/dbias terms (CUB / rocPRIM), one partial per block.
+  // Block sums of the dweight/dbias terms (CUB / rocPRIM), one partial per block.
   float total[kWidth + 1];
   static_for<kWidth + 1>([&](auto k) {
     total[k] = Reduce(reduce_storage).Sum(acc[k]);
-    __syncthreads();  // reduce_storage is reused
+    __syncthreads();  // reduce_storage is reused; also publishes dy0
   });
-  if (tid == 0) emit_partial<kWidth>(p, int64_t(b) * tiles + tile, c, total);
+  if (threadIdx.x == 0) emit_partial<kWidth>(p, int64_t(b) * tiles + tile, c, total);
 
-  // dinitial_states (positions -kHalo..-1), by the row's first tile once dy0 is complete.
-  if (p.dinitial_states != nullptr && tile == 0 && tid < kHalo) {
-    const int j = tid;  // position j - kHalo
+  // dinitial_states (positions -kHalo..-1), by the row's first tile from dy0.
+  if (!kSeqIdx && p.dinitial_states != nullptr && tile == 0 && threadIdx.x < kHalo) {
+    const int j = threadIdx.x;  // position j - kHalo
     float g = 0.0f;
     static_for<kWidth>([&](auto k) {  // static k: w stays in registers
       if (k <= j && j - k < L) g += w[k] * dy0[j - k];
@@ -255,7 +296,7 @@ __global__ void __launch_bounds__(BwdClTraits<T>::kNThreads)
       const int64_t t = first + r;
       const int64_t c0 = c_base + int64_t(cv) * kV;
       if (t >= 0 && t < L && c0 >= 0 && c0 + kV <= D) {
-        store_vec(&tile[r][cv * kV], load_vec<T, kV>(src + t * l_stride + c0));
+        store_vec_lds(&tile[r][cv * kV], load_vec<T, kV>(src + t * l_stride + c0));
         continue;
       }
       static_for<kV>([&](auto e) {
@@ -400,14 +441,28 @@ __global__ void __launch_bounds__(BwdClTraits<T>::kNThreads)
   }
 }
 
-// Deterministic mode: dweight[c] += sum over the partial slots i = 0, 1, ... in order.
-__global__ void bwd_reduce_kernel(BwdParams p, int64_t slots) {
-  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= p.f.dim) return;
+// Deterministic mode: dweight[c] += sum over the partial slots i, in a fixed order. A block
+// covers kReduceC channels; its kReduceLanes lanes per channel sum the slots i = lane, lane +
+// kReduceLanes, ... in order, then lane sums are added in lane order.
+constexpr int kReduceC = 32, kReduceLanes = 8;
+
+__global__ void __launch_bounds__(kReduceC * kReduceLanes) bwd_reduce_kernel(BwdParams p, int64_t slots) {
+  __shared__ float part[kReduceLanes][kReduceC][kMaxWidth + 1];
+  const int cl = threadIdx.x % kReduceC, lane = threadIdx.x / kReduceC;
+  const int64_t c = int64_t(blockIdx.x) * kReduceC + cl;
   const int kw = p.f.width + 1;
+  const int64_t D = p.f.dim;
   for (int k = 0; k < kw; ++k) {
     float acc = 0.0f;
-    for (int64_t i = 0; i < slots; ++i) acc += p.workspace[(i * p.f.dim + c) * kw + k];
+    if (c < D)
+      for (int64_t i = lane; i < slots; i += kReduceLanes) acc += p.workspace[(i * D + c) * kw + k];
+    part[lane][cl][k] = acc;
+  }
+  __syncthreads();
+  if (lane != 0 || c >= D) return;
+  for (int k = 0; k < kw; ++k) {
+    float acc = 0.0f;
+    for (int l = 0; l < kReduceLanes; ++l) acc += part[l][cl][k];
     if (k < p.f.width) {
       p.dweight[c * p.dweight_c_stride + k * p.dweight_w_stride] += acc;
     } else if (p.dbias != nullptr) {
@@ -514,7 +569,7 @@ int launch_bwd(const BwdParams& p, void* stream) {
   int64_t elems = 0;
   bwd_workspace_elems(p, &elems);
   const int64_t slots = elems / (f.dim * (f.width + 1));
-  bwd_reduce_kernel<<<ceil_div_u(f.dim, 256), 256, 0, s>>>(p, slots);
+  bwd_reduce_kernel<<<ceil_div_u(f.dim, kReduceC), kReduceC * kReduceLanes, 0, s>>>(p, slots);
   return launch_status();
 }
 

@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(FwdClTraits<T>::kNThreads)
     if (idx >= kRows * kVecsPerRow) return;
     int r, cv;
     row_vec(idx, r, cv);
-    store_vec(&tile[r][cv * kV], staged[i]);
+    store_vec_lds(&tile[r][cv * kV], staged[i]);
   });
   __syncthreads();
 

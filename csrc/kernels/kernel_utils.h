@@ -62,24 +62,33 @@ __device__ __forceinline__ uint32_t word_of(const T* e) {
   }
 }
 
-// Stores a full 16-byte vector as one 128-bit access (a struct of 16-bit members would otherwise
-// be written element by element). On NVIDIA the store is marked streaming (evict-first): outputs
-// are written once and not read again by the kernel; nvcc also keeps the 128-bit width only
-// through the intrinsic.
+// Stores a full 16-byte vector to global memory as one 128-bit access (a struct of 16-bit members
+// would otherwise be written element by element). On NVIDIA the store is marked streaming
+// (evict-first: outputs are written once), and nvcc keeps the 128-bit width only through the
+// intrinsic. Global memory only; LDS / shared memory takes store_vec_lds.
 template <typename T, int kV>
 __device__ __forceinline__ void store_vec(T* dst, const Vec<T, kV>& v) {
   if constexpr (sizeof(T) * kV == 16) {
     constexpr int kPer = 4 / sizeof(T);
-    uint4 u;
-    u.x = word_of(&v.v[0]);
-    u.y = word_of(&v.v[kPer]);
-    u.z = word_of(&v.v[2 * kPer]);
-    u.w = word_of(&v.v[3 * kPer]);
+    const uint4 u = make_uint4(word_of(&v.v[0]), word_of(&v.v[kPer]), word_of(&v.v[2 * kPer]),
+                               word_of(&v.v[3 * kPer]));
 #if defined(CAUSAL_CONV1D_USE_CUDA)
     __stcs(reinterpret_cast<uint4*>(dst), u);
 #else
     *reinterpret_cast<uint4*>(dst) = u;
 #endif
+  } else {
+    static_for<kV>([&](auto e) { dst[e] = v.v[e]; });
+  }
+}
+
+// The same for LDS / shared memory.
+template <typename T, int kV>
+__device__ __forceinline__ void store_vec_lds(T* dst, const Vec<T, kV>& v) {
+  if constexpr (sizeof(T) * kV == 16) {
+    constexpr int kPer = 4 / sizeof(T);
+    *reinterpret_cast<uint4*>(dst) = make_uint4(word_of(&v.v[0]), word_of(&v.v[kPer]), word_of(&v.v[2 * kPer]),
+                                                word_of(&v.v[3 * kPer]));
   } else {
     static_for<kV>([&](auto e) { dst[e] = v.v[e]; });
   }

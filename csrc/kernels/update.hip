@@ -160,44 +160,56 @@ __global__ void __launch_bounds__(UpdateTraits::kNThreads) update_vec_kernel(Upd
     });
   });
 
-  for (int64_t b = blockIdx.y; b < p.batch; b += gridDim.y) {
-    T* out = static_cast<T*>(p.out) + b * p.out_batch_stride + c0;
+  // One batch row's data; the next row's loads are issued before the current row is computed.
+  struct Row {
+    Vec<T, kV> slab[kS];  // element (channel e, position s) at [(e * kS + s) / kV].v[(e * kS + s) % kV]
+    Vec<T, kV> xv;
+    T* st;
+  };
+  auto fetch = [&](int64_t b, Row& r) {
     const int32_t line = p.conv_state_indices ? p.conv_state_indices[b] : int32_t(b);
-    if (line < 0 || line >= p.num_cache_lines) {
-      Vec<T, kV> zero;
-      static_for<kV>([&](auto e) { zero.v[e] = from_float<T>(0.0f); });
-      store_vec(out, zero);
-      continue;
-    }
-    // Element (channel e, position s) of the slab is slab[(e * kS + s) / kV].v[(e * kS + s) % kV].
-    T* st = static_cast<T*>(p.conv_state) + line * p.state_batch_stride + c0 * kS;
-    Vec<T, kV> slab[kS];
-    static_for<kS>([&](auto i) { slab[i] = load_vec<T, kV>(st + i * kV); });
-    const Vec<T, kV> xv = load_vec<T, kV>(static_cast<const T*>(p.x) + b * p.x_batch_stride + c0);
-    auto at = [&](auto e, auto s) -> T& {  // both compile-time: the slab stays in registers
-      constexpr int f = decltype(e)::value * kS + decltype(s)::value;
-      return slab[f / kV].v[f % kV];
-    };
-    float o[kV];
-    static_for<kV>([&](auto e) {
-      float acc = bias[e] + w[kHalo][e] * to_float(xv.v[e]);
-      static_for<kHalo>([&](auto i) { acc += w[i][e] * to_float(at(e, Idx<kS - kHalo + decltype(i)::value>{})); });
-      o[e] = kSilu ? silu_to<T>(acc) : acc;
-    });
-    store_floats<T, kV>(out, o);
-
-    // Shift left by one, x enters last.
-    static_for<kV>([&](auto e) {
-      static_for<kS>([&](auto s) {
-        constexpr int kSrc = decltype(s)::value + 1;
-        if constexpr (kSrc < kS) {
-          at(e, s) = at(e, Idx<kSrc>{});
-        } else {
-          at(e, s) = xv.v[e];
-        }
+    r.st = nullptr;
+    if (line < 0 || line >= p.num_cache_lines) return;  // padding row
+    r.st = static_cast<T*>(p.conv_state) + line * p.state_batch_stride + c0 * kS;
+    static_for<kS>([&](auto i) { r.slab[i] = load_vec<T, kV>(r.st + i * kV); });
+    r.xv = load_vec<T, kV>(static_cast<const T*>(p.x) + b * p.x_batch_stride + c0);
+  };
+  Row cur;
+  int64_t b = blockIdx.y;
+  if (b < p.batch) fetch(b, cur);
+  for (; b < p.batch; b += gridDim.y) {
+    Row next;
+    if (b + gridDim.y < p.batch) fetch(b + gridDim.y, next);
+    T* out = static_cast<T*>(p.out) + b * p.out_batch_stride + c0;
+    if (cur.st == nullptr) {
+      float zero[kV] = {};
+      store_floats<T, kV>(out, zero);
+    } else {
+      auto at = [&](auto e, auto s) -> T& {  // both compile-time: the slab stays in registers
+        constexpr int f = decltype(e)::value * kS + decltype(s)::value;
+        return cur.slab[f / kV].v[f % kV];
+      };
+      float o[kV];
+      static_for<kV>([&](auto e) {
+        float acc = bias[e] + w[kHalo][e] * to_float(cur.xv.v[e]);
+        static_for<kHalo>([&](auto i) { acc += w[i][e] * to_float(at(e, Idx<kS - kHalo + decltype(i)::value>{})); });
+        o[e] = kSilu ? silu_to<T>(acc) : acc;
       });
-    });
-    static_for<kS>([&](auto i) { store_vec(st + i * kV, slab[i]); });
+      store_floats<T, kV>(out, o);
+      // Shift left by one, x enters last.
+      static_for<kV>([&](auto e) {
+        static_for<kS>([&](auto s) {
+          constexpr int kSrc = decltype(s)::value + 1;
+          if constexpr (kSrc < kS) {
+            at(e, s) = at(e, Idx<kSrc>{});
+          } else {
+            at(e, s) = cur.xv.v[e];
+          }
+        });
+      });
+      static_for<kS>([&](auto i) { store_vec(cur.st + i * kV, cur.slab[i]); });
+    }
+    cur = next;
   }
 }
 
