@@ -6,7 +6,8 @@
 #
 # HIP archs, first one set wins: CAUSAL_CONV1D_HIP_ARCHS, PYTORCH_ROCM_ARCH, HIP_ARCHITECTURES
 # (upstream's name), else the default list below.
-# Lists may be separated by ';', ',' or spaces. "native" is passed on only when asked for.
+# Lists may be separated by ';', ',' or spaces. "native" is passed on only when asked for; "auto"
+# asks this machine's GPUs (amdgpu-arch, rocm_agent_enumerator or rocminfo) and fails without one.
 #
 # CUDA archs (the NVIDIA build of the same source): CAUSAL_CONV1D_CUDA_ARCHS (CMake's form:
 # "90;80"), else TORCH_CUDA_ARCH_LIST ("9.0;8.0+PTX"), else 80;90.
@@ -83,6 +84,30 @@ if(_backend STREQUAL "hip")
   if(NOT _archs)
     set(_archs ${CAUSAL_CONV1D_DEFAULT_HIP_ARCHS})
     set(_archs_source "default list")
+  elseif(_archs STREQUAL "auto")
+    # The GPUs of this machine, from whichever ROCm tool exists; no GPU visible is an error.
+    set(_found "")
+    find_program(_amdgpu_arch NAMES amdgpu-arch offload-arch PATHS /opt/rocm/llvm/bin /opt/rocm/bin ENV ROCM_PATH PATH_SUFFIXES llvm/bin bin)
+    find_program(_agent_enum NAMES rocm_agent_enumerator PATHS /opt/rocm/bin ENV ROCM_PATH PATH_SUFFIXES bin)
+    find_program(_rocminfo NAMES rocminfo PATHS /opt/rocm/bin ENV ROCM_PATH PATH_SUFFIXES bin)
+    foreach(_tool IN ITEMS "${_amdgpu_arch}" "${_agent_enum}" "${_rocminfo}")
+      if(_tool AND NOT _found)
+        execute_process(COMMAND "${_tool}" OUTPUT_VARIABLE _out ERROR_QUIET RESULT_VARIABLE _rc)
+        string(REGEX MATCHALL "gfx[0-9a-f]+" _gfx "${_out}")
+        list(REMOVE_ITEM _gfx gfx000)  # rocm_agent_enumerator lists the CPU agent as gfx000
+        list(REMOVE_DUPLICATES _gfx)
+        if(_gfx)
+          set(_found "${_gfx}")
+          set(_archs_source "auto: ${_tool}")
+        endif()
+      endif()
+    endforeach()
+    if(NOT _found)
+      message(FATAL_ERROR "causal-conv1d: CAUSAL_CONV1D_HIP_ARCHS=auto found no AMD GPU (tried amdgpu-arch, "
+                          "rocm_agent_enumerator, rocminfo). Is a GPU visible (/dev/kfd, render group)? "
+                          "Or name the arch, e.g. CAUSAL_CONV1D_HIP_ARCHS=gfx1201.")
+    endif()
+    set(_archs ${_found})
   endif()
   foreach(_a IN LISTS _archs)
     if(NOT _a MATCHES "^(gfx[0-9a-f]+(:[a-z0-9-]+[+-])*|native)$")

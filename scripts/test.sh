@@ -20,6 +20,13 @@ if [[ ${CAUSAL_CONV1D_IN_DEVROOT:-0} == 1 ]]; then
   export CAUSAL_CONV1D_EXPECT_BACKEND=${CAUSAL_CONV1D_EXPECT_BACKEND:-$CAUSAL_CONV1D_BACKEND}
   export CAUSAL_CONV1D_EXPECT_ARCHS=${CAUSAL_CONV1D_EXPECT_ARCHS:-$CAUSAL_CONV1D_HIP_ARCHS}
 fi
+if [[ ${CAUSAL_CONV1D_IN_DEVROOT:-0} == 1 ]]; then
+  # The ROCm build needs no CUDA: prove it on every run in the dev root.
+  if command -v nvcc >/dev/null || [[ -n ${CUDA_HOME:-} || -n ${CUDA_PATH:-} ]]; then
+    echo "the dev root must have no nvcc and no CUDA_HOME/CUDA_PATH"; exit 1
+  fi
+  echo "no nvcc on PATH, CUDA_HOME unset: the HIP build below uses none"
+fi
 tag=${CAUSAL_CONV1D_BACKEND:-auto}-$(echo "${CAUSAL_CONV1D_HIP_ARCHS:-}${CAUSAL_CONV1D_CUDA_ARCHS:-}" | tr -c 'a-zA-Z0-9\n' '_')
 export CAUSAL_CONV1D_BUILD_DIR=${CAUSAL_CONV1D_BUILD_DIR:-$repo/build/test-$tag}
 pip_args=(--no-build-isolation --no-deps --disable-pip-version-check)

@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(BwdCfTraits<T>::kNThreads)
   // seq_idx never comes with states (the torch layer rejects it): those paths compile out.
   auto input = [&](int64_t q) -> float {
     if (q >= 0) return q < L ? to_float(x[q]) : 0.0f;
-    if (kSeqIdx || f.initial_states == nullptr) return 0.0f;
+    if (kSeqIdx || f.initial_states == nullptr || q < -kHalo) return 0.0f;  // a peeled vector reaches past the states
     return to_float(static_cast<const T*>(f.initial_states)[b * f.init_batch_stride + c * f.init_c_stride +
                                                             (q + kHalo) * f.init_l_stride]);
   };
@@ -362,7 +362,7 @@ __global__ void __launch_bounds__(BwdClTraits<T>::kNThreads)
     const int r = s0 + i;
     dyw[i + 1] = r < t_end ? dy_at(r, to_float(gt[r][c])) : 0.0f;
   });
-  const T* dfin = p.dfinal_states != nullptr
+  const T* dfin = p.dfinal_states != nullptr && live  // channels past dim have no dfinal row
                       ? static_cast<const T*>(p.dfinal_states) + b * p.dfinal_batch_stride + ch * p.dfinal_c_stride
                       : nullptr;
   // dinitial_states (positions -kHalo..-1) from dy at positions 0..kHalo-1, which the first part

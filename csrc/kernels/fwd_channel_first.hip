@@ -60,10 +60,11 @@ __global__ void __launch_bounds__(FwdCfTraits::kMaxThreads)
     if (p.bias != nullptr) bias = to_float(static_cast<const WT*>(p.bias)[c * p.bias_stride]);
   });
 
-  // Input at row position q: x inside the row, initial_states (or 0) before it, 0 after it.
+  // Input at row position q: x inside the row, initial_states (or 0) for the kHalo positions
+  // before it, 0 elsewhere (a peeled first vector reaches further back than the states).
   auto input = [&](int64_t q) -> float {
     if (q >= 0) return q < L ? to_float(x[q]) : 0.0f;
-    if (p.initial_states == nullptr) return 0.0f;
+    if (p.initial_states == nullptr || q < -kHalo) return 0.0f;
     const T* init = static_cast<const T*>(p.initial_states);
     return to_float(init[b * p.init_batch_stride + c * p.init_c_stride + (q + kHalo) * p.init_l_stride]);
   };

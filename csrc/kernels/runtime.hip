@@ -1,4 +1,6 @@
 // Backend identity and error text for the GPU library (no kernels here).
+#include <cstdio>
+
 #include "causal_conv1d/gpu.h"
 #include "causal_conv1d/gpu_runtime.h"
 
@@ -23,6 +25,24 @@ int device_count() {
     return 0;
   }
   return n;
+}
+
+int device_info(int device, char* arch, int arch_len, int* warp_size) {
+#if defined(CAUSAL_CONV1D_USE_HIP)
+  hipDeviceProp_t prop;
+  const Error e = hipGetDeviceProperties(&prop, device);
+  if (e != kGpuSuccess) return static_cast<int>(e);
+  int i = 0;
+  for (; i + 1 < arch_len && prop.gcnArchName[i] != '\0' && prop.gcnArchName[i] != ':'; ++i) arch[i] = prop.gcnArchName[i];
+  arch[i] = '\0';
+#else
+  cudaDeviceProp prop;
+  const Error e = cudaGetDeviceProperties(&prop, device);
+  if (e != kGpuSuccess) return static_cast<int>(e);
+  snprintf(arch, arch_len, "%d%d", prop.major, prop.minor);
+#endif
+  *warp_size = prop.warpSize;
+  return 0;
 }
 
 int device_malloc(void** ptr, size_t bytes) { return static_cast<int>(gpu_malloc(ptr, bytes)); }

@@ -2,6 +2,11 @@
 // present AMD GPUs as device type "cuda", so this one registration serves both vendors. No GPU
 // header is needed here: the stream comes from c10 as an opaque handle.
 #include <ATen/ops/empty.h>
+
+#include <array>
+#include <atomic>
+#include <sstream>
+#include <string>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/library.h>
@@ -11,6 +16,44 @@
 
 namespace causal_conv1d::torch_ops {
 namespace {
+
+// Whether this binary has code for the device, checked once per device (then one relaxed atomic
+// load per call). AMD code objects are per arch: the device's arch must be compiled in, and its
+// wave size must be the one the arch compiles for (64 on gfx8/gfx9, else 32). NVIDIA builds
+// embed PTX, so any compiled arch up to the device's runs.
+void check_device_supported(const char* op, const at::Device& device) {
+  static std::array<std::atomic<int>, 64> checked{};
+  const int index = device.index() < 0 ? 0 : device.index();
+  if (index < int(checked.size()) && checked[index].load(std::memory_order_relaxed)) return;
+  char arch[64] = {};
+  int warp = 0;
+  check_launch(op, "device_info", gpu::device_info(index, arch, sizeof(arch), &warp));
+  const std::string compiled = CAUSAL_CONV1D_GPU_ARCHS;
+  bool ok = false;
+  std::stringstream list(compiled);
+  for (std::string a; std::getline(list, a, ',');) {
+    a = a.substr(0, a.find(':'));  // feature suffixes (gfx90a:xnack-) do not change the arch
+#if defined(CAUSAL_CONV1D_USE_HIP_BACKEND)
+    ok = ok || a == arch;
+#else
+    ok = ok || (!a.empty() && std::stoi(a) <= std::atoi(arch));
+#endif
+  }
+#if defined(CAUSAL_CONV1D_USE_HIP_BACKEND)
+  TORCH_CHECK(ok, op, ": this build of causal_conv1d has GPU code for ", compiled, " but ", device, " is ", arch,
+              ". Rebuild for it: CAUSAL_CONV1D_HIP_ARCHS=", arch, " pip install --no-build-isolation .");
+  const std::string a(arch);
+  const int expected_warp = a.rfind("gfx8", 0) == 0 || a.rfind("gfx9", 0) == 0 ? 64 : 32;
+  TORCH_CHECK(warp == expected_warp, op, ": ", device, " (", arch, ") runs waves of ", warp,
+              " lanes, but its kernels were compiled for ", expected_warp);
+#else
+  TORCH_CHECK(ok, op, ": this build of causal_conv1d has GPU code for sm_", compiled, " but ", device,
+              " is sm_", arch, ". Rebuild for it: CAUSAL_CONV1D_CUDA_ARCHS=", arch,
+              " pip install --no-build-isolation .");
+  TORCH_CHECK(warp == 32, op, ": ", device, " reports a warp size of ", warp, ", expected 32");
+#endif
+  if (index < int(checked.size())) checked[index].store(1, std::memory_order_relaxed);
+}
 
 // The current stream of x's device, as the runtime's handle (hipStream_t / cudaStream_t).
 void* current_stream(const at::Device& device) {
@@ -22,6 +65,7 @@ void fwd_gpu(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bia
              const OptTensor& initial_states, const at::Tensor& out, const OptTensor& final_states_out,
              bool silu_activation) {
   const c10::DeviceGuard guard(x.device());
+  check_device_supported("causal_conv1d_fwd", x.device());
   const FwdParams p = make_fwd_params(x, weight, bias, seq_idx, initial_states, out, final_states_out, silu_activation);
   check_launch("causal_conv1d_fwd", p.channel_last ? "fwd_channel_last_kernel" : "fwd_channel_first_kernel",
                gpu::launch_fwd(p, current_stream(x.device())));
@@ -32,6 +76,7 @@ void bwd_gpu(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bia
              const at::Tensor& dx, const at::Tensor& dweight, const OptTensor& dbias,
              const OptTensor& dinitial_states, bool silu_activation, bool deterministic) {
   const c10::DeviceGuard guard(x.device());
+  check_device_supported("causal_conv1d_bwd", x.device());
   BwdParams p = make_bwd_params(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, dweight, dbias,
                                 dinitial_states, silu_activation, deterministic);
   int64_t elems = 0;
@@ -49,6 +94,7 @@ void update_gpu(const at::Tensor& x, const at::Tensor& conv_state, const at::Ten
                 const at::Tensor& out, bool silu_activation, const OptTensor& cache_seqlens,
                 const OptTensor& conv_state_indices) {
   const c10::DeviceGuard guard(x.device());
+  check_device_supported("causal_conv1d_update", x.device());
   const UpdateParams p =
       make_update_params(x, conv_state, weight, bias, out, silu_activation, cache_seqlens, conv_state_indices);
   check_launch("causal_conv1d_update", "update_kernel", gpu::launch_update(p, current_stream(x.device())));
@@ -56,6 +102,7 @@ void update_gpu(const at::Tensor& x, const at::Tensor& conv_state, const at::Ten
 
 at::Tensor varlen_states_gpu(const at::Tensor& x, const at::Tensor& cu_seqlens, int64_t state_len) {
   const c10::DeviceGuard guard(x.device());
+  check_device_supported("causal_conv1d_varlen_states", x.device());
   at::Tensor states = new_varlen_states(x, cu_seqlens, state_len);
   const VarlenStatesParams p = make_varlen_states_params(x, cu_seqlens, states);
   check_launch("causal_conv1d_varlen_states", "varlen_states_kernel",

@@ -21,6 +21,10 @@ const char* gpu_status_string(int code);
 // Number of visible devices (0 when there is none or the runtime reports an error).
 int device_count();
 
+// The device's architecture as the build names it ("gfx1201" without feature suffixes on AMD,
+// "90" for compute capability 9.0 on NVIDIA) and its warp (wave) size.
+int device_info(int device, char* arch, int arch_len, int* warp_size);
+
 // Minimal device-memory helpers so GoogleTest can drive launchers without GPU headers. Each
 // returns a status code.
 int device_malloc(void** ptr, size_t bytes);

@@ -1,0 +1,94 @@
+"""Which GPUs this build can run on: the import-time check and show_config()."""
+
+import glob
+import os
+import sys
+
+import torch
+
+from causal_conv1d._binary import gpu_archs
+from causal_conv1d._ops import LIBRARY_PATH, build_config
+
+KFD_NODES = "/sys/class/kfd/kfd/topology/nodes"
+
+
+def compiled_archs():
+    """Archs this binary was built for, without feature suffixes (gfx90a:xnack- -> gfx90a)."""
+    return [a.split(":")[0] for a in build_config()["gpu_archs"].split(",") if a]
+
+
+def kfd_gpu_archs(nodes_dir=KFD_NODES):
+    """AMD GPU archs of this machine read from the KFD topology in sysfs (what
+    rocm_agent_enumerator reads): no HIP runtime is initialised, so this is safe at import.
+    gfx_target_version is major * 10000 + minor * 100 + stepping, e.g. 120001 -> gfx1201."""
+    archs = []
+    for props in sorted(glob.glob(os.path.join(nodes_dir, "*", "properties"))):
+        try:
+            with open(props) as f:
+                fields = dict(line.split(None, 1) for line in f if " " in line.strip())
+            version = int(fields.get("gfx_target_version", "0"))
+        except (OSError, ValueError):
+            continue
+        if version:
+            archs.append(f"gfx{version // 10000}{(version // 100) % 100}{version % 100:x}")
+    return archs
+
+
+def check_devices_at_import():
+    """Refuses a HIP build on a machine none of whose AMD GPUs it has code for, naming both and
+    the rebuild command (instead of a later 'invalid device function'). Skipped with
+    CAUSAL_CONV1D_SKIP_ARCH_CHECK=1, or where sysfs does not list the GPUs; each GPU call checks
+    its own device again."""
+    if os.environ.get("CAUSAL_CONV1D_SKIP_ARCH_CHECK") == "1" or build_config()["backend"] != "hip":
+        return
+    present = kfd_gpu_archs()
+    compiled = compiled_archs()
+    if present and not any(a in compiled for a in present):
+        raise ImportError(
+            f"causal_conv1d was built for {', '.join(compiled)} but this machine's GPUs are "
+            f"{', '.join(sorted(set(present)))}. Rebuild for them: "
+            f"CAUSAL_CONV1D_HIP_ARCHS={';'.join(sorted(set(present)))} pip install --no-build-isolation . "
+            "(or set CAUSAL_CONV1D_SKIP_ARCH_CHECK=1 to use the CPU backend only)."
+        )
+
+
+def device_report():
+    """(index, name, arch, supported) for every visible GPU (initialises the GPU runtime)."""
+    cfg = build_config()
+    compiled = compiled_archs()
+    rows = []
+    if not torch.cuda.is_available():
+        return rows
+    for i in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(i)
+        if torch.version.hip:
+            arch = props.gcnArchName.split(":")[0]
+            ok = cfg["backend"] == "hip" and arch in compiled
+        else:
+            arch = f"{props.major}{props.minor}"
+            ok = cfg["backend"] == "cuda" and any(int(a) <= int(arch) for a in compiled if a.isdigit())
+        rows.append((i, props.name, arch, ok))
+    return rows
+
+
+def show_config(file=None):
+    """Prints version, backend, compiled archs, PyTorch/ROCm versions and the visible GPUs."""
+    import causal_conv1d
+
+    out = file or sys.stdout
+    cfg = build_config()
+    print(f"causal_conv1d {causal_conv1d.__version__}", file=out)
+    print(f"  library:        {LIBRARY_PATH}", file=out)
+    print(f"  backend:        {cfg['backend']}", file=out)
+    print(f"  compiled archs: {cfg['gpu_archs'] or '(none: CPU only)'}", file=out)
+    if cfg["backend"] == "hip":
+        print(f"  code objects:   {', '.join(gpu_archs(LIBRARY_PATH)) or '(none found)'}", file=out)
+    print(f"  built against:  PyTorch {cfg['torch_version']}", file=out)
+    runtime = f"ROCm/HIP {torch.version.hip}" if torch.version.hip else (
+        f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU only")
+    print(f"  running with:   PyTorch {torch.__version__} ({runtime})", file=out)
+    rows = device_report()
+    if not rows:
+        print("  GPUs:           none visible", file=out)
+    for i, name, arch, ok in rows:
+        print(f"  GPU {i}:          {name} ({arch}): {'supported' if ok else 'NOT supported by this build'}", file=out)

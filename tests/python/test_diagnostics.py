@@ -1,0 +1,58 @@
+"""show_config, the import-time arch check, and the sysfs reader behind it."""
+
+import io
+import os
+import subprocess
+import sys
+
+import pytest
+
+from causal_conv1d import _diagnostics, show_config
+from causal_conv1d._ops import build_config
+
+
+def _fake_kfd(tmp_path, versions):
+    for i, v in enumerate(versions):
+        node = tmp_path / str(i)
+        node.mkdir()
+        (node / "properties").write_text(f"cpu_cores_count 0\ngfx_target_version {v}\nsimd_count 64\n")
+    return str(tmp_path)
+
+
+def test_kfd_arch_names(tmp_path):
+    nodes = _fake_kfd(tmp_path, [0, 120001, 90010, 90402, 110000])
+    assert _diagnostics.kfd_gpu_archs(nodes) == ["gfx1201", "gfx90a", "gfx942", "gfx1100"]
+
+
+def test_import_check_names_both_archs_and_the_fix(tmp_path, monkeypatch):
+    monkeypatch.setattr(_diagnostics.kfd_gpu_archs, "__defaults__", (_fake_kfd(tmp_path, [110001]),))
+    monkeypatch.setattr(_diagnostics, "build_config", lambda: {"backend": "hip", "gpu_archs": "gfx1201"})
+    monkeypatch.delenv("CAUSAL_CONV1D_SKIP_ARCH_CHECK", raising=False)
+    with pytest.raises(ImportError, match=r"built for gfx1201 but this machine's GPUs are gfx1101.*CAUSAL_CONV1D_HIP_ARCHS=gfx1101 pip install --no-build-isolation"):
+        _diagnostics.check_devices_at_import()
+    monkeypatch.setenv("CAUSAL_CONV1D_SKIP_ARCH_CHECK", "1")
+    _diagnostics.check_devices_at_import()  # skipped on request
+
+
+def test_import_check_passes_when_one_gpu_is_supported(tmp_path, monkeypatch):
+    monkeypatch.setattr(_diagnostics.kfd_gpu_archs, "__defaults__", (_fake_kfd(tmp_path, [110001, 120001]),))
+    monkeypatch.setattr(_diagnostics, "build_config", lambda: {"backend": "hip", "gpu_archs": "gfx1201,gfx942"})
+    _diagnostics.check_devices_at_import()
+
+
+def test_show_config_lists_the_build():
+    buf = io.StringIO()
+    show_config(file=buf)
+    text = buf.getvalue()
+    cfg = build_config()
+    assert f"backend:        {cfg['backend']}" in text
+    assert "PyTorch" in text and "GPU" in text
+    if cfg["backend"] == "hip":
+        for arch in cfg["gpu_archs"].split(","):
+            assert arch in text
+
+
+def test_python_dash_m():
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([sys.executable, "-m", "causal_conv1d"], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.startswith("causal_conv1d ")
