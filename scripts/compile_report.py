@@ -118,20 +118,22 @@ def main():
     summary = {}
     for k in kernels:
         s = summary.setdefault((k["arch"], k["family"]), {"n": 0, "vgprs": 0, "sgprs": 0, "scratch": 0,
-                                                           "spills": 0, "lds": 0, "occupancy": 99})
+                                                           "vspills": 0, "sspills": 0, "lds": 0, "occupancy": 99})
         s["n"] += 1
         s["vgprs"] = max(s["vgprs"], k.get("vgprs", 0))
         s["sgprs"] = max(s["sgprs"], k.get("sgprs", 0))
         s["scratch"] = max(s["scratch"], k.get("scratch", 0))
-        s["spills"] += k.get("vgpr_spill", 0) + k.get("sgpr_spill", 0)
+        s["vspills"] += k.get("vgpr_spill", 0)
+        s["sspills"] += k.get("sgpr_spill", 0)
         s["lds"] = max(s["lds"], k.get("lds", 0))
         s["occupancy"] = min(s["occupancy"], k.get("occupancy", 0))
 
-    header = "| arch | kernel | instantiations | max VGPRs | max SGPRs | scratch B/lane | spills | max LDS B | min occupancy (waves/SIMD) |"
-    rows = [header, "|" + "---|" * 9]
+    header = ("| arch | kernel | instantiations | max VGPRs | max SGPRs | scratch B/lane | VGPR spills "
+              "| SGPR spills | max LDS B | min occupancy (waves/SIMD) |")
+    rows = [header, "|" + "---|" * 10]
     for (arch, fam), s in sorted(summary.items()):
-        rows.append(f"| {arch} | {fam} | {s['n']} | {s['vgprs']} | {s['sgprs']} | {s['scratch']} | {s['spills']} "
-                    f"| {s['lds']} | {s['occupancy']} |")
+        rows.append(f"| {arch} | {fam} | {s['n']} | {s['vgprs']} | {s['sgprs']} | {s['scratch']} | {s['vspills']} "
+                    f"| {s['sspills']} | {s['lds']} | {s['occupancy']} |")
     table = "\n".join(rows)
     print(table)
     if args.full:
