@@ -21,6 +21,15 @@ constexpr const char* kVarlen = "causal_conv1d_varlen_states";
 // A dimension of size <= 1 places no constraint on its stride.
 bool unit_stride(const at::Tensor& t, int d) { return t.size(d) <= 1 || t.stride(d) == 1; }
 
+// Data pointer and (batch, channel, position) element strides of a 3-d tensor.
+template <typename Ptr>
+void take_3d(const at::Tensor& t, Ptr& ptr, int64_t& batch_stride, int64_t& c_stride, int64_t& l_stride) {
+  ptr = static_cast<Ptr>(t.data_ptr());
+  batch_stride = t.stride(0);
+  c_stride = t.stride(1);
+  l_stride = t.stride(2);
+}
+
 }  // namespace
 
 std::string shape_str(at::IntArrayRef sizes) {
@@ -137,10 +146,7 @@ FwdParams conv_inputs(const char* op, const at::Tensor& x, const at::Tensor& wei
               "(stride(1) == 1, channel-last), got strides ",
               shape_str(x.strides()));
   p.channel_last = !cf;
-  p.x = x.data_ptr();
-  p.x_batch_stride = x.stride(0);
-  p.x_c_stride = x.stride(1);
-  p.x_l_stride = x.stride(2);
+  take_3d(x, p.x, p.x_batch_stride, p.x_c_stride, p.x_l_stride);
   p.weight = weight.data_ptr();
   p.weight_c_stride = weight.stride(0);
   p.weight_w_stride = weight.stride(1);
@@ -158,10 +164,7 @@ FwdParams conv_inputs(const char* op, const at::Tensor& x, const at::Tensor& wei
   }
   if (initial_states) {
     check_states(op, "initial_states", *initial_states, x, p.width);
-    p.initial_states = initial_states->data_ptr();
-    p.init_batch_stride = initial_states->stride(0);
-    p.init_c_stride = initial_states->stride(1);
-    p.init_l_stride = initial_states->stride(2);
+    take_3d(*initial_states, p.initial_states, p.init_batch_stride, p.init_c_stride, p.init_l_stride);
   }
   return p;
 }
@@ -181,17 +184,11 @@ FwdParams make_fwd_params(const at::Tensor& x, const at::Tensor& weight, const O
   p.silu = silu;
   check_like_x(kFwd, "out", out, x, p.channel_last);
   check_no_overlap(kFwd, "out", out, "x", x);
-  p.out = out.data_ptr();
-  p.out_batch_stride = out.stride(0);
-  p.out_c_stride = out.stride(1);
-  p.out_l_stride = out.stride(2);
+  take_3d(out, p.out, p.out_batch_stride, p.out_c_stride, p.out_l_stride);
   if (final_states_out) {
     const at::Tensor& s = *final_states_out;
     check_states(kFwd, "final_states_out", s, x, p.width);
-    p.final_states = s.data_ptr();
-    p.final_batch_stride = s.stride(0);
-    p.final_c_stride = s.stride(1);
-    p.final_l_stride = s.stride(2);
+    take_3d(s, p.final_states, p.final_batch_stride, p.final_c_stride, p.final_l_stride);
   }
   return p;
 }
@@ -209,17 +206,11 @@ BwdParams make_bwd_params(const at::Tensor& x, const at::Tensor& weight, const O
   p.deterministic = deterministic;
   const bool cl = p.f.channel_last;
   check_like_x(kBwd, "dout", dout, x, cl);
-  p.dout = dout.data_ptr();
-  p.dout_batch_stride = dout.stride(0);
-  p.dout_c_stride = dout.stride(1);
-  p.dout_l_stride = dout.stride(2);
+  take_3d(dout, p.dout, p.dout_batch_stride, p.dout_c_stride, p.dout_l_stride);
   check_like_x(kBwd, "dx", dx, x, cl);
   check_no_overlap(kBwd, "dx", dx, "x", x);
   check_no_overlap(kBwd, "dx", dx, "dout", dout);
-  p.dx = dx.data_ptr();
-  p.dx_batch_stride = dx.stride(0);
-  p.dx_c_stride = dx.stride(1);
-  p.dx_l_stride = dx.stride(2);
+  take_3d(dx, p.dx, p.dx_batch_stride, p.dx_c_stride, p.dx_l_stride);
 
   check_same_device(kBwd, "dweight", dweight, x);
   TORCH_CHECK(dweight.scalar_type() == at::kFloat, kBwd, ": dweight must be float32 (it accumulates), got ",
@@ -239,17 +230,11 @@ BwdParams make_bwd_params(const at::Tensor& x, const at::Tensor& weight, const O
   }
   if (dinitial_states) {
     check_states(kBwd, "dinitial_states", *dinitial_states, x, p.f.width);
-    p.dinitial_states = dinitial_states->data_ptr();
-    p.dinit_batch_stride = dinitial_states->stride(0);
-    p.dinit_c_stride = dinitial_states->stride(1);
-    p.dinit_l_stride = dinitial_states->stride(2);
+    take_3d(*dinitial_states, p.dinitial_states, p.dinit_batch_stride, p.dinit_c_stride, p.dinit_l_stride);
   }
   if (dfinal_states) {
     check_states(kBwd, "dfinal_states", *dfinal_states, x, p.f.width);
-    p.dfinal_states = dfinal_states->data_ptr();
-    p.dfinal_batch_stride = dfinal_states->stride(0);
-    p.dfinal_c_stride = dfinal_states->stride(1);
-    p.dfinal_l_stride = dfinal_states->stride(2);
+    take_3d(*dfinal_states, p.dfinal_states, p.dfinal_batch_stride, p.dfinal_c_stride, p.dfinal_l_stride);
   }
   return p;
 }
@@ -309,10 +294,7 @@ UpdateParams make_update_params(const at::Tensor& x, const at::Tensor& conv_stat
   p.out_batch_stride = out.stride(0);
   p.out_c_stride = out.stride(1);
   p.out_l_stride = out.dim() == 3 ? out.stride(2) : 0;
-  p.conv_state = conv_state.data_ptr();
-  p.state_batch_stride = conv_state.stride(0);
-  p.state_c_stride = conv_state.stride(1);
-  p.state_l_stride = conv_state.stride(2);
+  take_3d(conv_state, p.conv_state, p.state_batch_stride, p.state_c_stride, p.state_l_stride);
   if (cache_seqlens) {
     check_index_vector(kUpdate, "cache_seqlens", *cache_seqlens, x, p.batch);
     p.cache_seqlens = cache_seqlens->data_ptr<int32_t>();
@@ -354,10 +336,7 @@ VarlenStatesParams make_varlen_states_params(const at::Tensor& x, const at::Tens
   p.x_c_stride = x.stride(1);
   p.cu_seqlens = cu_seqlens.data_ptr();
   p.cu_seqlens_int64 = cu_seqlens.scalar_type() == at::kLong;
-  p.states = states.data_ptr();
-  p.states_batch_stride = states.stride(0);
-  p.states_c_stride = states.stride(1);
-  p.states_l_stride = states.stride(2);
+  take_3d(states, p.states, p.states_batch_stride, p.states_c_stride, p.states_l_stride);
   return p;
 }
 
