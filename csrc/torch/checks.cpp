@@ -21,6 +21,18 @@ constexpr const char* kVarlen = "causal_conv1d_varlen_states";
 // A dimension of size <= 1 places no constraint on its stride.
 bool unit_stride(const at::Tensor& t, int d) { return t.size(d) <= 1 || t.stride(d) == 1; }
 
+// weight (dim, width) and optional bias (dim,) pointers and strides, for FwdParams / UpdateParams.
+template <typename Params>
+void take_weight_bias(const at::Tensor& weight, const OptTensor& bias, Params& p) {
+  p.weight = weight.data_ptr();
+  p.weight_c_stride = weight.stride(0);
+  p.weight_w_stride = weight.stride(1);
+  if (bias) {
+    p.bias = bias->data_ptr();
+    p.bias_stride = bias->stride(0);
+  }
+}
+
 // Data pointer and (batch, channel, position) element strides of a 3-d tensor.
 template <typename Ptr>
 void take_3d(const at::Tensor& t, Ptr& ptr, int64_t& batch_stride, int64_t& c_stride, int64_t& l_stride) {
@@ -147,13 +159,7 @@ FwdParams conv_inputs(const char* op, const at::Tensor& x, const at::Tensor& wei
               shape_str(x.strides()));
   p.channel_last = !cf;
   take_3d(x, p.x, p.x_batch_stride, p.x_c_stride, p.x_l_stride);
-  p.weight = weight.data_ptr();
-  p.weight_c_stride = weight.stride(0);
-  p.weight_w_stride = weight.stride(1);
-  if (bias) {
-    p.bias = bias->data_ptr();
-    p.bias_stride = bias->stride(0);
-  }
+  take_weight_bias(weight, bias, p);
   if (seq_idx) {
     check_same_device(op, "seq_idx", *seq_idx, x);
     TORCH_CHECK(seq_idx->scalar_type() == at::kInt, op, ": seq_idx must be int32, got ", seq_idx->scalar_type());
@@ -283,13 +289,7 @@ UpdateParams make_update_params(const at::Tensor& x, const at::Tensor& conv_stat
   p.x_batch_stride = x.stride(0);
   p.x_c_stride = x.stride(1);
   p.x_l_stride = x.dim() == 3 ? x.stride(2) : 0;
-  p.weight = weight.data_ptr();
-  p.weight_c_stride = weight.stride(0);
-  p.weight_w_stride = weight.stride(1);
-  if (bias) {
-    p.bias = bias->data_ptr();
-    p.bias_stride = bias->stride(0);
-  }
+  take_weight_bias(weight, bias, p);
   p.out = out.data_ptr();
   p.out_batch_stride = out.stride(0);
   p.out_c_stride = out.stride(1);
