@@ -5,12 +5,12 @@
 
 #include <array>
 #include <atomic>
-#include <sstream>
 #include <string>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/library.h>
 
+#include "causal_conv1d/arch_check.h"
 #include "causal_conv1d/gpu.h"
 #include "checks.h"
 
@@ -29,29 +29,20 @@ void check_device_supported(const char* op, const at::Device& device) {
   int warp = 0;
   check_launch(op, "device_info", gpu::device_info(index, arch, sizeof(arch), &warp));
   const std::string compiled = CAUSAL_CONV1D_GPU_ARCHS;
-  bool ok = false;
-  std::stringstream list(compiled);
-  for (std::string a; std::getline(list, a, ',');) {
-    a = a.substr(0, a.find(':'));  // feature suffixes (gfx90a:xnack-) do not change the arch
 #if defined(CAUSAL_CONV1D_USE_HIP_BACKEND)
-    ok = ok || a == arch;
+  constexpr bool kHip = true;
+  TORCH_CHECK(arch_supported(compiled, arch, kHip), op, ": this build of causal_conv1d has GPU code for ", compiled,
+              " but ", device, " is ", arch, ". Rebuild for it: CAUSAL_CONV1D_HIP_ARCHS=", arch,
+              " pip install --no-build-isolation .");
 #else
-    ok = ok || (!a.empty() && std::stoi(a) <= std::atoi(arch));
+  constexpr bool kHip = false;
+  TORCH_CHECK(arch_supported(compiled, arch, kHip), op, ": this build of causal_conv1d has GPU code for sm_",
+              compiled, " but ", device, " is sm_", arch, ". Rebuild for it: CAUSAL_CONV1D_CUDA_ARCHS=", arch,
+              " pip install --no-build-isolation .");
 #endif
-  }
-#if defined(CAUSAL_CONV1D_USE_HIP_BACKEND)
-  TORCH_CHECK(ok, op, ": this build of causal_conv1d has GPU code for ", compiled, " but ", device, " is ", arch,
-              ". Rebuild for it: CAUSAL_CONV1D_HIP_ARCHS=", arch, " pip install --no-build-isolation .");
-  const std::string a(arch);
-  const int expected_warp = a.rfind("gfx8", 0) == 0 || a.rfind("gfx9", 0) == 0 ? 64 : 32;
+  const int expected_warp = expected_warp_size(arch, kHip);
   TORCH_CHECK(warp == expected_warp, op, ": ", device, " (", arch, ") runs waves of ", warp,
               " lanes, but its kernels were compiled for ", expected_warp);
-#else
-  TORCH_CHECK(ok, op, ": this build of causal_conv1d has GPU code for sm_", compiled, " but ", device,
-              " is sm_", arch, ". Rebuild for it: CAUSAL_CONV1D_CUDA_ARCHS=", arch,
-              " pip install --no-build-isolation .");
-  TORCH_CHECK(warp == 32, op, ": ", device, " reports a warp size of ", warp, ", expected 32");
-#endif
   if (index < int(checked.size())) checked[index].store(1, std::memory_order_relaxed);
 }
 
