@@ -1,6 +1,7 @@
 // CPU backward. One task per (batch, channel) row, any strides:
 //   xs  = [initial_states (or 0), x]                      (length seqlen + width - 1, float)
-//   dy  = dout * silu'(pre-activation)  (or dout)          (pre-activation recomputed from xs)
+//   dy  = dout * silu'(pre-activation)  (or dout)          (pre-activation recomputed from xs),
+//         0 at padding tokens (seq_idx < 0), whose output is the constant 0
 //   dxs[p] = sum_k w[k] * dy[p - k]  (taps masked like the forward), plus dfinal_states on the
 //            last width - 1 positions; dx = dxs[width - 1:], dinitial_states = dxs[:width - 1]
 //   row partials of dweight[k] = sum_t dy[t] * xs[t + k] and dbias = sum_t dy[t], in double.
@@ -63,6 +64,12 @@ void bwd_rows(const BwdParams& p, int64_t row_begin, int64_t row_end, double* pa
         const float sig = 1.0f / (1.0f + std::exp(-y));
         dy[t] *= sig * (1.0f + y * (1.0f - sig));
       }
+    }
+
+    // Padding tokens (negative id) output a constant 0: nothing flows back from them.
+    if constexpr (kSeqIdx) {
+      for (int64_t t = 0; t < L; ++t)
+        if (seq[t] < 0) dy[t] = 0.0f;
     }
 
     std::fill(dxs.begin(), dxs.end(), 0.0f);

@@ -4,7 +4,9 @@
 //    chunks of kTimeChunk with the previous (width - 1) values carried in front as the halo;
 //  - channel-last: one task per (batch, block of kChannelBlock channels), walking time with a
 //    rolling window of the last (width - 1) inputs per channel.
-// In both, the halo starts as initial_states (or zeros) and ends as the final states.
+// In both, the halo starts as initial_states (or zeros) and ends as the final states. With seq_idx a
+// tap counts only if its position has the output's id, and a negative id marks a padding token
+// whose output is exactly 0 (upstream >= 1.6).
 #include <algorithm>
 #include <vector>
 
@@ -44,6 +46,12 @@ void fwd_rows_channel_first(const FwdParams& p, int64_t row_begin, int64_t row_e
           seq[kHalo + i] = p.seq_idx[b * p.seq_idx_batch_stride + (t0 + i) * p.seq_idx_l_stride];
       }
       for (int64_t i = 0; i < n; ++i) {
+        if constexpr (kSeqIdx) {
+          if (seq[i + kHalo] < 0) {  // padding token: exactly 0
+            st<T>(p.out, out_off + (t0 + i) * p.out_l_stride, 0.0f);
+            continue;
+          }
+        }
         float acc = bias;
         for (int k = 0; k < kWidth; ++k) {
           if constexpr (kSeqIdx) {
@@ -98,10 +106,12 @@ void fwd_blocks_channel_last(const FwdParams& p, int64_t blk_begin, int64_t blk_
       int32_t seq_t = 0;
       if constexpr (kSeqIdx) seq_t = p.seq_idx[b * p.seq_idx_batch_stride + t * p.seq_idx_l_stride];
       for (int j = 0; j < kHalo; ++j) use[j] = !kSeqIdx || seq_hist[j] == seq_t;
+      const bool padding = kSeqIdx && seq_t < 0;  // padding token: exactly 0
       for (int64_t i = 0; i < nc; ++i) {
         float acc = bias[i] + w[kHalo][i] * cur[i];
         for (int j = 0; j < kHalo; ++j) acc += use[j] ? w[j][i] * hist[j][i] : 0.0f;
-        st<T>(p.out, out_off + i * p.out_c_stride + t * p.out_l_stride, p.silu ? silu(acc) : acc);
+        const float o = padding ? 0.0f : p.silu ? silu(acc) : acc;
+        st<T>(p.out, out_off + i * p.out_c_stride + t * p.out_l_stride, o);
       }
       for (int j = 0; j + 1 < kHalo; ++j) {
         for (int64_t i = 0; i < nc; ++i) hist[j][i] = hist[j + 1][i];

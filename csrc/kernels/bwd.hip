@@ -1,7 +1,7 @@
 // Backward: dx, dinitial_states (dfinal_states flows in), and dweight/dbias, for both layouts.
 //
 //   y[t]   = bias + sum_k w[k] x[t - (W-1) + k]        (recomputed; taps masked by seq_idx)
-//   dy[t]  = dout[t] * silu'(y[t])   (or dout[t])
+//   dy[t]  = dout[t] * silu'(y[t])   (or dout[t]); 0 at padding tokens (seq_idx < 0, output 0)
 //   dx[s]  = sum_k w[k] dy[s + (W-1) - k]   (+ dfinal for the last W-1 positions of [init, x])
 //   dw[k] += sum_t dy[t] x[t - (W-1) + k],   db += sum_t dy[t]
 //
@@ -182,6 +182,9 @@ __global__ void __launch_bounds__(BwdCfTraits<T>::kNThreads)
       g = gr[kJ - kV];
     }
     dyv[kJ] = kSilu ? g * dsilu(y) : g;
+    if constexpr (kSeqIdx) {
+      if (sat(Idx<kJ>{}) < 0) dyv[kJ] = 0.0f;  // padding token: constant output
+    }
     if constexpr (kJ < kV) {
       const int64_t q = q0 + kJ;
       if (q >= 0 && q < L) {
@@ -353,6 +356,9 @@ __global__ void __launch_bounds__(BwdClTraits<T>::kNThreads)
       }
       y += w[k] * xv;
     });
+    if constexpr (kSeqIdx) {
+      if (st[r + kHalo] < 0) return 0.0f;  // padding token: constant output
+    }
     return kSilu ? g * dsilu(y) : g;
   };
   const int64_t t_end = L - t_base;  // tile positions at or past this are beyond seqlen

@@ -6,7 +6,7 @@
 // Each warp owns a contiguous span of kWarpSize * items vectors of a tile; lane l's vector of
 // item i is vector i * kWarpSize + l of that span, so every load and store instruction of a warp
 // covers consecutive 16-byte chunks (coalesced) and each thread has `items` loads in flight. The
-// block size (64 to 256 threads) and `items` follow seqlen so that short rows leave no thread idle.
+// block size (64 to 128 threads) and `items` follow seqlen so that short rows leave no thread idle.
 //
 // Halo exchange: output position q needs inputs q - (width - 1) .. q. The width - 1 inputs before
 // a vector come by shuffle from the previous lane's vector of the same item, or, for the first
@@ -156,6 +156,9 @@ __global__ void __launch_bounds__(FwdCfTraits::kMaxThreads)
         acc += w[k] * xv;
       });
       o[e] = kSilu ? silu_to<T>(acc) : acc;
+      if constexpr (kSeqIdx) {
+        if (sv[item][e] < 0) o[e] = 0.0f;  // padding token
+      }
     });
 
     if constexpr (kV > 1) {
@@ -209,7 +212,8 @@ int launch_fwd_channel_first(const FwdParams& p, Stream stream) {
         return dispatch_bool(p.seq_idx != nullptr, [&](auto Q) {
           constexpr bool kSeqIdx = decltype(Q)::value;
           // Vectors per thread first (bytes in flight), then threads: the smallest power-of-two
-          // block in [64, 256] that covers a row with the most vectors per thread, else 256.
+          // block in [kMinThreads, kMaxThreads] that covers a row with the most vectors per
+          // thread, else kMaxThreads.
           const int max_items = Tr::max_items(kSeqIdx);
           int threads = Tr::kMinThreads;
           while (threads < Tr::kMaxThreads && int64_t(threads) * kV * max_items < span) threads *= 2;

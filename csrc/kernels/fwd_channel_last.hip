@@ -37,8 +37,6 @@ struct FwdClTraits {
   static constexpr int kParts = kNThreads / kChunkC;  // threads per channel, each a time range
   static constexpr int kStepsPerThread = kChunkL / kParts;
   static constexpr int kV = kVec16<T>;
-  static constexpr int kVecsPerRow = kChunkC / kV;
-  static constexpr int kMaxHalo = kMaxWidth - 1;
   // Row stride in LDS: one vector of padding keeps rows 16-byte aligned (vector LDS accesses) and
   // shifts consecutive rows across banks.
   static constexpr int kRowStride = kChunkC + kV;
@@ -148,7 +146,11 @@ __global__ void __launch_bounds__(FwdClTraits<T>::kNThreads)
       }
       acc += w[k] * win[k];
     });
-    tile[r][c] = from_float<T>(kSilu ? silu_to<T>(acc) : acc);
+    float o = kSilu ? silu_to<T>(acc) : acc;
+    if constexpr (kSeqIdx) {
+      if (scur < 0) o = 0.0f;  // padding token
+    }
+    tile[r][c] = from_float<T>(o);
     static_for<kHalo>([&](auto k) {
       if constexpr (decltype(k)::value + 1 < kHalo) {
         win[k] = win[k + 1];

@@ -41,6 +41,11 @@ struct Problem {
         seq[b * L + t] = static_cast<int32_t>(id + b);
         if (--left == 0) left = ++len, ++id;
       }
+    // Padding tokens (negative ids, output exactly 0): every 11th position and a tail of batch
+    // row 0, so strips and tiles start, end and straddle them.
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < L; ++t)
+        if (t % 11 == 5 || (b == 0 && t >= L - L / 8)) seq[b * L + t] = t % 2 ? -1 : -3;
 
     p.batch = B, p.dim = D, p.seqlen = L, p.width = c.width;
     p.x_dtype = c.xt, p.w_dtype = c.wt, p.silu = c.silu, p.channel_last = c.channel_last;
@@ -68,7 +73,10 @@ struct Problem {
     return init.get(b * p.init_batch_stride + ch * p.init_c_stride + j * p.init_l_stride);
   }
 
+  bool padding(int64_t b, int64_t t) const { return c.seq_idx && seq[b * c.seqlen + t] < 0; }
+
   double expected(int64_t b, int64_t ch, int64_t t) const {
+    if (padding(b, t)) return 0.0;
     double acc = c.bias ? bias.get(ch) : 0.0;
     for (int k = 0; k < c.width; ++k) {
       const int64_t s = t - (c.width - 1) + k;
