@@ -26,8 +26,6 @@ The returning forms allocate what they return (dx when None) and give dweight/db
 weight's/bias's dtype, as upstream does.
 """
 
-import torch
-
 from causal_conv1d import _core
 from causal_conv1d._ops import ops
 
@@ -69,35 +67,33 @@ def _bind(name, forms, args, kwargs):
 
 def causal_conv1d_fwd(*args, **kwargs):
     n, a = _bind("causal_conv1d_fwd", _FWD_FORMS, args, kwargs)
-    x = _core.kernel_layout(a["x"])
+    x, channel_last = _core.kernel_layout(a["x"])
     if n == 8:
         ops.fwd(x, a["weight"], a["bias"], a["seq_idx"], a["initial_states"], a["out"],
                 a["final_states_out"], a["silu_activation"])
         return None
-    return _core.run_fwd(x, a["weight"], a["bias"], a.get("seq_idx"), a.get("initial_states"),
+    return _core.run_fwd(x, channel_last, a["weight"], a["bias"], a.get("seq_idx"), a.get("initial_states"),
                          a.get("final_states_out"), a["silu_activation"])
 
 
 def causal_conv1d_bwd(*args, **kwargs):
     n, a = _bind("causal_conv1d_bwd", _BWD_FORMS, args, kwargs)
-    x = _core.kernel_layout(a["x"])
-    weight, bias = a["weight"], a["bias"]
+    x, channel_last = _core.kernel_layout(a["x"])
     if n == 12:
-        ops.bwd(x, weight, bias, _core.match_layout(a["dout"], x), a["seq_idx"], a["initial_states"],
-                a["dfinal_states"], a["dx"], a["dweight"], a["dbias"], a["dinitial_states"],
+        ops.bwd(x, a["weight"], a["bias"], _core.match_layout(a["dout"], channel_last), a["seq_idx"],
+                a["initial_states"], a["dfinal_states"], a["dx"], a["dweight"], a["dbias"], a["dinitial_states"],
                 a["silu_activation"], _core.deterministic_mode())
         return None
     dx, dweight, dbias, dinitial_states = _core.run_bwd(
-        x, weight, bias, a["dout"], a.get("seq_idx"), a.get("initial_states"), a.get("dfinal_states"),
-        a["dx"], a.get("return_dinitial_states", False), a["silu_activation"])
-    result = [dx, dweight.to(weight.dtype), dbias.to(bias.dtype) if bias is not None else None]
-    return result + [dinitial_states] if n == 10 else result
+        x, channel_last, a["weight"], a["bias"], a["dout"], a.get("seq_idx"), a.get("initial_states"),
+        a.get("dfinal_states"), a["dx"], a.get("return_dinitial_states", False), a["silu_activation"])
+    return [dx, dweight, dbias, dinitial_states] if n == 10 else [dx, dweight, dbias]
 
 
 def causal_conv1d_update(*args, **kwargs):
     n, a = _bind("causal_conv1d_update", _UPDATE_FORMS, args, kwargs)
-    x = a["x"]
-    out = a["out"] if n == 8 else torch.empty_like(x)
-    ops.update(x, a["conv_state"], a["weight"], a["bias"], out, a["silu_activation"],
-               a.get("cache_seqlens"), a.get("conv_state_indices"))
-    return None if n == 8 else out
+    args = (a["x"], a["conv_state"], a["weight"], a["bias"])
+    if n == 8:
+        ops.update(*args, a["out"], a["silu_activation"], a["cache_seqlens"], a["conv_state_indices"])
+        return None
+    return _core.run_update(*args, a["silu_activation"], a.get("cache_seqlens"), a.get("conv_state_indices"))

@@ -8,9 +8,9 @@ import torch
 
 from causal_conv1d._ops import ops
 
-_ACTIVATIONS = (None, "silu", "swish")
 _fwd = ops.fwd.default
 _bwd = ops.bwd.default
+_update = ops.update.default
 
 
 def silu_flag(activation):
@@ -38,21 +38,24 @@ def deterministic_mode():
     raise ValueError(f"CAUSAL_CONV1D_DETERMINISTIC must be 0 or 1, got {env!r}")
 
 
-def is_channel_last(x):
-    """Layout of a (batch, dim, seqlen) tensor the kernels take (size-1 dims are free)."""
-    return not (x.shape[2] <= 1 or x.stride(2) == 1)
-
-
 def kernel_layout(x):
-    """x with stride 1 along seqlen or along dim; anything else is made contiguous (as upstream)."""
+    """(x, channel_last): x with stride 1 along seqlen (channel-first) or along dim (channel-last),
+    anything else made contiguous first as upstream does, and which of the two it is (a size-1
+    seqlen counts as channel-first, as the op's own check has it). This is the one place the
+    Python side decides a layout; the op checks that every buffer it is given matches x's.
+    x of another rank is passed through untouched so that the op reports it."""
+    if x.dim() != 3:
+        return x, False
     if x.stride(2) != 1 and x.stride(1) != 1:
         x = x.contiguous()
-    return x
+    return x, x.shape[2] > 1 and x.stride(2) != 1
 
 
-def match_layout(t, x):
-    """t (same shape as x) with stride 1 along the dim x has it, copying only if needed."""
-    if is_channel_last(x):
+def match_layout(t, channel_last):
+    """t (shaped like x) with stride 1 along the dim x has it, copying only if needed."""
+    if t.dim() != 3:
+        return t  # the op reports the shape
+    if channel_last:
         if t.shape[1] > 1 and t.stride(1) != 1:
             t = t.transpose(1, 2).contiguous().transpose(1, 2)
     elif t.shape[2] > 1 and t.stride(2) != 1:
@@ -60,38 +63,54 @@ def match_layout(t, x):
     return t
 
 
-def empty_like_layout(x, dtype=None):
-    """An uninitialised (batch, dim, seqlen) tensor in x's layout, also when x is a slice of a
-    wider buffer (where torch.empty_like would fall back to contiguous)."""
-    batch, dim, seqlen = x.shape
-    dtype = x.dtype if dtype is None else dtype
-    if is_channel_last(x):
-        return torch.empty((batch, seqlen, dim), dtype=dtype, device=x.device).transpose(1, 2)
-    return torch.empty((batch, dim, seqlen), dtype=dtype, device=x.device)
+def empty_in_layout(x, channel_last):
+    """An uninitialised tensor shaped like x in x's layout. Never a view (allocated with its
+    strides), so the caller may modify it in place, also when autograd returned it."""
+    if channel_last:
+        batch, dim, seqlen = x.shape
+        return torch.empty_strided((batch, dim, seqlen), (seqlen * dim, 1, dim), dtype=x.dtype, device=x.device)
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
-def new_states(x, width):
-    """(batch, dim, width - 1) states buffer, channel-last as upstream allocates it."""
+def new_states(x, weight):
+    """(batch, dim, width - 1) states buffer, channel-last in memory as upstream allocates it, and
+    not a view. When x or weight has the wrong rank the op rejects them before it looks at this
+    buffer, so an empty one stands in."""
+    if x.dim() != 3 or weight.dim() != 2:
+        return x.new_empty(0)
     batch, dim, _ = x.shape
-    return torch.empty(batch, width - 1, dim, device=x.device, dtype=x.dtype).transpose(1, 2)
+    halo = max(weight.shape[1] - 1, 0)
+    return torch.empty_strided((batch, dim, halo), (halo * dim, 1, dim), dtype=x.dtype, device=x.device)
 
 
-def run_fwd(x, weight, bias, seq_idx, initial_states, final_states_out, silu):
-    """Forward into a fresh output in x's layout (x already normalised by kernel_layout)."""
-    out = empty_like_layout(x)
+def run_fwd(x, channel_last, weight, bias, seq_idx, initial_states, final_states_out, silu):
+    """Forward into a fresh output in x's layout (x and channel_last from kernel_layout)."""
+    out = empty_in_layout(x, channel_last)
     _fwd(x, weight, bias, seq_idx, initial_states, out, final_states_out, silu)
     return out
 
 
-def run_bwd(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, return_dinitial_states, silu):
-    """Backward with fresh float32 dweight/dbias; returns (dx, dweight, dbias, dinitial_states)
-    with dweight/dbias still float32."""
-    dout = match_layout(dout, x)
+def run_bwd(x, channel_last, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx,
+            return_dinitial_states, silu):
+    """Backward; returns (dx, dweight, dbias, dinitial_states) with dweight/dbias accumulated in
+    float32 and returned in weight's/bias's dtype, as upstream returns them. dx is the given
+    buffer when one is passed (it must have x's layout), else a fresh one."""
+    dout = match_layout(dout, channel_last)
     if dx is None:
-        dx = empty_like_layout(x)
+        dx = empty_in_layout(x, channel_last)
     dweight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
     dbias = torch.zeros(bias.shape, dtype=torch.float32, device=bias.device) if bias is not None else None
-    dinitial_states = new_states(x, weight.shape[1]) if return_dinitial_states else None
+    dinitial_states = new_states(x, weight) if return_dinitial_states else None
     _bwd(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, dweight, dbias, dinitial_states,
          silu, deterministic_mode())
+    dweight = dweight.to(weight.dtype)
+    if dbias is not None:
+        dbias = dbias.to(bias.dtype)
     return dx, dweight, dbias, dinitial_states
+
+
+def run_update(x, conv_state, weight, bias, silu, cache_seqlens, conv_state_indices):
+    """Decode step(s) into a fresh output shaped like x; conv_state is updated in place."""
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    _update(x, conv_state, weight, bias, out, silu, cache_seqlens, conv_state_indices)
+    return out

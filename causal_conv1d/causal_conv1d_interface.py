@@ -4,9 +4,6 @@ import torch
 import torch.nn.functional as F
 
 from causal_conv1d import _core
-from causal_conv1d._ops import ops
-
-_update = ops.update.default
 
 
 class CausalConv1dFn(torch.autograd.Function):
@@ -23,22 +20,18 @@ class CausalConv1dFn(torch.autograd.Function):
         activation=None,
     ):
         silu = _core.silu_flag(activation)
-        x = _core.kernel_layout(x)
-        if seq_idx is not None and (initial_states is not None or return_final_states):
-            raise ValueError(
-                "causal_conv1d_fn: seq_idx cannot be combined with initial_states or "
-                "return_final_states"
-            )
+        x, channel_last = _core.kernel_layout(x)
         if return_final_states:
             if final_states_out is None:
-                final_states_out = _core.new_states(x, weight.shape[1])
+                final_states_out = _core.new_states(x, weight)
             else:
                 ctx.mark_dirty(final_states_out)  # the caller's buffer, written in place
         else:
             final_states_out = None
-        out = _core.run_fwd(x, weight, bias, seq_idx, initial_states, final_states_out, silu)
+        out = _core.run_fwd(x, channel_last, weight, bias, seq_idx, initial_states, final_states_out, silu)
         ctx.save_for_backward(x, weight, bias, seq_idx, initial_states)
         ctx.silu = silu
+        ctx.channel_last = channel_last
         ctx.return_final_states = return_final_states
         return out if not return_final_states else (out, final_states_out)
 
@@ -48,18 +41,10 @@ class CausalConv1dFn(torch.autograd.Function):
         dfinal_states = args[0] if ctx.return_final_states else None
         return_dinitial_states = initial_states is not None and ctx.needs_input_grad[4]
         dx, dweight, dbias, dinitial_states = _core.run_bwd(
-            x, weight, bias, dout, seq_idx, initial_states, dfinal_states, None, return_dinitial_states, ctx.silu
+            x, ctx.channel_last, weight, bias, dout, seq_idx, initial_states, dfinal_states, None,
+            return_dinitial_states, ctx.silu
         )
-        return (
-            dx,
-            dweight.to(weight.dtype),
-            dbias.to(bias.dtype) if bias is not None else None,
-            None,
-            dinitial_states,
-            None,
-            None,
-            None,
-        )
+        return dx, dweight, dbias, None, dinitial_states, None, None, None
 
 
 def causal_conv1d_fn(
@@ -150,10 +135,8 @@ def causal_conv1d_update(
 
     Returns out with x's shape and dtype.
     """
-    silu = _core.silu_flag(activation)
-    out = torch.empty_like(x)
-    _update(x, conv_state, weight, bias, out, silu, cache_seqlens, conv_state_indices)
-    return out
+    return _core.run_update(x, conv_state, weight, bias, _core.silu_flag(activation), cache_seqlens,
+                            conv_state_indices)
 
 
 def causal_conv1d_update_ref(x, conv_state, weight, bias=None, activation=None, cache_seqlens=None):

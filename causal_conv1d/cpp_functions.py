@@ -5,9 +5,6 @@ the registered ops, which already carry fake kernels for torch.compile."""
 import torch
 
 from causal_conv1d import _core
-from causal_conv1d._ops import ops
-
-_update = ops.update.default
 
 
 def causal_conv1d_fwd_function(
@@ -20,8 +17,8 @@ def causal_conv1d_fwd_function(
     silu_activation: bool,
 ) -> torch.Tensor:
     """Returns out (x's layout); writes final_states_out in place when given."""
-    x = _core.kernel_layout(x)
-    return _core.run_fwd(x, weight, bias, seq_idx, initial_states, final_states_out, silu_activation)
+    x, channel_last = _core.kernel_layout(x)
+    return _core.run_fwd(x, channel_last, weight, bias, seq_idx, initial_states, final_states_out, silu_activation)
 
 
 def causal_conv1d_bwd_function(
@@ -38,14 +35,9 @@ def causal_conv1d_bwd_function(
 ) -> tuple:
     """Returns (dx, dweight, dbias, dinitial_states); dx is the given buffer when one is passed
     (it must have x's layout), dweight/dbias come in weight's/bias's dtype."""
-    x = _core.kernel_layout(x)
-    dx, dweight, dbias, dinitial_states = _core.run_bwd(
-        x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, return_dinitial_states, silu_activation
-    )
-    dweight = dweight.to(weight.dtype)
-    if dbias is not None:
-        dbias = dbias.to(bias.dtype)
-    return dx, dweight, dbias, dinitial_states
+    x, channel_last = _core.kernel_layout(x)
+    return _core.run_bwd(x, channel_last, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx,
+                         return_dinitial_states, silu_activation)
 
 
 def causal_conv1d_update_function(
@@ -58,6 +50,4 @@ def causal_conv1d_update_function(
     conv_state_indices: torch.Tensor | None,
 ) -> torch.Tensor:
     """Returns out (x's shape); updates conv_state in place."""
-    out = torch.empty_like(x)
-    _update(x, conv_state, weight, bias, out, silu_activation, cache_seqlens, conv_state_indices)
-    return out
+    return _core.run_update(x, conv_state, weight, bias, silu_activation, cache_seqlens, conv_state_indices)

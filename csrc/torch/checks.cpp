@@ -184,8 +184,8 @@ FwdParams make_fwd_params(const at::Tensor& x, const at::Tensor& weight, const O
                           const OptTensor& seq_idx, const OptTensor& initial_states,
                           const at::Tensor& out, const OptTensor& final_states_out, bool silu) {
   TORCH_CHECK(!(seq_idx && (initial_states || final_states_out)), kFwd,
-              ": seq_idx cannot be combined with initial_states or final_states_out (which packed "
-              "sequence they would belong to is ambiguous)");
+              ": seq_idx cannot be combined with initial_states or final states (final_states_out, "
+              "return_final_states=True): which packed sequence they would belong to is ambiguous");
   FwdParams p = conv_inputs(kFwd, x, weight, bias, seq_idx, initial_states);
   p.silu = silu;
   check_like_x(kFwd, "out", out, x, p.channel_last);

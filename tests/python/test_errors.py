@@ -1,5 +1,7 @@
 """Bad input gets an error naming the argument, what was expected and what came."""
 
+import re
+
 import pytest
 import torch
 
@@ -24,6 +26,60 @@ def test_x_rank(device):
     x, w, b = _args(device)
     with pytest.raises(RuntimeError, match=r"causal_conv1d_fwd: x must be \(batch, dim, seqlen\), got shape \(8, 16\)"):
         _fwd(x[0], w, b, out=torch.empty(8, 16, device=device))
+
+
+def _entry_points():
+    """Every public function that takes x, called the way clients call it."""
+    import causal_conv1d_cuda
+    from causal_conv1d import causal_conv1d_update, cpp_functions
+    from causal_conv1d.causal_conv1d_interface import CausalConv1dFn
+    from causal_conv1d.causal_conv1d_varlen import causal_conv1d_varlen_states
+
+    def state(x):
+        return torch.zeros(2, 8, 3, device=x.device)
+
+    return {
+        "causal_conv1d_fn": ("fwd", lambda x, w: causal_conv1d_fn(x, w, activation="silu")),
+        "causal_conv1d_fn final": ("fwd", lambda x, w: causal_conv1d_fn(x, w, return_final_states=True)),
+        "CausalConv1dFn": ("fwd", lambda x, w: CausalConv1dFn.apply(x, w)),
+        "fwd_function": ("fwd", lambda x, w: cpp_functions.causal_conv1d_fwd_function(x, w, None, None, None, None, True)),
+        "bwd_function": ("bwd", lambda x, w: cpp_functions.causal_conv1d_bwd_function(
+            x, w, None, torch.ones_like(x), None, None, None, None, False, True)),
+        "update_function": ("update", lambda x, w: cpp_functions.causal_conv1d_update_function(
+            x, state(x), w, None, True, None, None)),
+        "causal_conv1d_update": ("update", lambda x, w: causal_conv1d_update(x, state(x), w)),
+        "cuda.causal_conv1d_fwd": ("fwd", lambda x, w: causal_conv1d_cuda.causal_conv1d_fwd(x, w, None, True)),
+        "cuda.causal_conv1d_bwd": ("bwd", lambda x, w: causal_conv1d_cuda.causal_conv1d_bwd(
+            x, w, None, torch.ones_like(x), None, True)),
+        "cuda.causal_conv1d_update": ("update", lambda x, w: causal_conv1d_cuda.causal_conv1d_update(
+            x, state(x), w, None, True)),
+        "varlen_states": ("varlen", lambda x, w: causal_conv1d_varlen_states(
+            x, torch.tensor([0, 1], dtype=torch.int32, device=x.device), 3)),
+    }
+
+
+_EXPECTED_X = {
+    "fwd": r"causal_conv1d_fwd: x must be \(batch, dim, seqlen\), got shape ",
+    "bwd": r"causal_conv1d_bwd: x must be \(batch, dim, seqlen\), got shape ",
+    "update": r"causal_conv1d_update: x must be \(batch, dim\) or \(batch, dim, seqlen\), got shape ",
+    "varlen": r"causal_conv1d_varlen_states: x must be \(total_tokens, dim\), got shape ",
+}
+
+
+@pytest.mark.parametrize("name", list(_entry_points()))
+@pytest.mark.parametrize("rank", [1, 2, 4])
+def test_x_rank_at_every_entry_point(device, name, rank):
+    # A clear error naming x, the expected shape and the given one, never an IndexError from
+    # the Python wrappers. (2-D x is a valid decode step and 3-D x a valid varlen batch.)
+    kind, call = _entry_points()[name]
+    if (kind == "update" and rank == 2) or (kind == "varlen" and rank == 2):
+        pytest.skip("a valid shape for this entry point")
+    shape = {1: (8,), 2: (2, 8), 4: (2, 8, 16, 1)}[rank]
+    x = torch.randn(*shape, device=device)
+    w = torch.randn(8, 4, device=device)
+    given = "(" + ", ".join(str(n) for n in shape) + ("," if rank == 1 else "") + ")"
+    with pytest.raises(RuntimeError, match=_EXPECTED_X[kind] + re.escape(given)):
+        call(x, w)
 
 
 def test_weight_rank(device):
@@ -95,9 +151,13 @@ def test_seq_idx_with_states(device):
     x, w, b = _args(device)
     seq_idx = torch.zeros(2, 16, dtype=torch.int32, device=device)
     init = torch.zeros(2, 8, 3, device=device)
-    with pytest.raises(ValueError, match="seq_idx cannot be combined with initial_states"):
+    # One rule, one home: the op's check, whichever entry point is used.
+    msg = r"causal_conv1d_fwd: seq_idx cannot be combined with initial_states or final states"
+    with pytest.raises(RuntimeError, match=msg):
         causal_conv1d_fn(x, w, b, seq_idx=seq_idx, initial_states=init)
-    with pytest.raises(RuntimeError, match="seq_idx cannot be combined with initial_states or final_states_out"):
+    with pytest.raises(RuntimeError, match=msg + r" \(final_states_out, return_final_states=True\)"):
+        causal_conv1d_fn(x, w, b, seq_idx=seq_idx, return_final_states=True)
+    with pytest.raises(RuntimeError, match=msg):
         _fwd(x, w, b, seq_idx=seq_idx, init=init)
 
 
