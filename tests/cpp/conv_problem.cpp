@@ -7,7 +7,7 @@ std::vector<Case> fwd_cases() {
   const DType types[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
   for (DType xt : types)
     for (DType wt : types)
-      for (int width = 2; width <= 4; ++width)
+      for (int width = causal_conv1d::kMinWidth; width <= causal_conv1d::kMaxWidth; ++width)
         for (bool cl : {false, true}) {
           // Features rotate with the case index so every combination of layout, width and dtype
           // sees each feature without the product exploding.
@@ -91,6 +91,7 @@ void BwdProblem::compute_expected() {
           const double sig = 1.0 / (1.0 + std::exp(-y));
           dy *= sig * (1.0 + y * (1.0 - sig));
         }
+        if (fwd.padding(b, t)) dy = 0.0;  // a constant output
         want_dbias[ch] += dy;
         for (int k = 0; k < W; ++k) {
           if (!tap(b, t, k)) continue;
@@ -163,7 +164,7 @@ std::vector<UpdateCase> update_cases() {
   std::vector<UpdateCase> v;
   const DType types[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
   for (DType xt : types)
-    for (int width = 2; width <= 4; ++width)
+    for (int width = causal_conv1d::kMinWidth; width <= causal_conv1d::kMaxWidth; ++width)
       for (int mode = 0; mode < 4; ++mode) {
         const bool circular = mode & 1, indices = mode & 2;
         const int64_t seqlen = 1 + (mode + width) % 3 * 2;  // 1, 3 or 5
@@ -173,7 +174,7 @@ std::vector<UpdateCase> update_cases() {
   // The decode layout (one token, dim a multiple of the 16-byte vector, shifted state of width - 1
   // or width entries): the GPU's vector path.
   for (DType xt : types)
-    for (int width = 2; width <= 4; ++width)
+    for (int width = causal_conv1d::kMinWidth; width <= causal_conv1d::kMaxWidth; ++width)
       for (int extra = 0; extra < 2; ++extra)
         v.push_back({xt, types[(width + extra) % 3], width, 3, 64, 1, width - 1 + extra, false, extra == 1, true});
   return v;

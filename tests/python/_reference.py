@@ -1,10 +1,19 @@
-"""Float64 references and tolerances shared by the tests."""
+"""Float64 references, tolerances and parameter sweeps shared by the tests."""
 
+import itertools
+
+import pytest
 import torch
 import torch.nn.functional as F
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 DTYPE_PAIRS = [(xt, wt) for xt in DTYPES for wt in DTYPES]
+DTYPE_PAIR_IDS = [f"{str(a)[6:]}-{str(b)[6:]}" for a, b in DTYPE_PAIRS]
+# Kernel widths the library supports (csrc/include/causal_conv1d/params.h: kMinWidth..kMaxWidth).
+WIDTHS = [2, 3, 4]
+# x layouts: channel-first (stride(2) == 1) and channel-last (stride(1) == 1).
+LAYOUTS = [False, True]
+LAYOUT_IDS = ["cf", "cl"]
 
 # Relative/absolute tolerance of results stored in dtype (one rounding of an fp32 accumulation).
 TOL = {
@@ -22,7 +31,8 @@ def conv_ref(x, weight, bias=None, seq_idx=None, initial_states=None, silu=False
     """out, final_states of the causal depthwise conv, computed in float64 on the CPU.
 
     out[b, c, t] = act(bias[c] + sum_k w[c, k] * x[b, c, t - (W-1) + k]); positions < 0 come from
-    initial_states (or are 0); with seq_idx a tap counts only if its position has t's id.
+    initial_states (or are 0); with seq_idx a tap counts only if its position has t's id, and a
+    negative id marks a padding token whose output is exactly 0.
     final_states = the last W-1 positions of [initial_states, x], in x's dtype.
     """
     batch, dim, seqlen = x.shape
@@ -47,6 +57,8 @@ def conv_ref(x, weight, bias=None, seq_idx=None, initial_states=None, silu=False
         out = out + bias.detach().cpu().double().view(1, dim, 1)
     if silu:
         out = F.silu(out)
+    if seq_idx is not None:
+        out = out * (seq >= 0).unsqueeze(1)  # padding tokens: exactly 0
     final = xp[:, :, xp.shape[-1] - (width - 1) :].to(x.dtype)
     return out, final
 
@@ -65,14 +77,24 @@ def make_x(batch, dim, seqlen, dtype, device, channel_last):
     return torch.randn(batch, dim, seqlen, dtype=dtype, device=device)
 
 
-def random_seq_idx(batch, seqlen, device, max_segments=5):
-    """int32 (batch, seqlen) ids: non-decreasing runs of random lengths, as packed sequences give."""
+def random_seq_idx(batch, seqlen, device, max_segments=5, padding=False):
+    """int32 (batch, seqlen) ids: non-decreasing runs of random lengths, as packed sequences give.
+
+    padding=True also marks padding tokens with negative ids: a tail of each row (as upstream's
+    varlen padding test makes them) and a run inside it, with two different negative values.
+    """
     rows = []
     for _ in range(batch):
         cuts = torch.randint(1, max(seqlen, 2), (max_segments - 1,)).sort().values
         ids = torch.zeros(seqlen, dtype=torch.int32)
         for c in cuts.tolist():
             ids[c:] += 1
+        if padding:
+            tail = int(torch.randint(0, seqlen // 3 + 2, ()))
+            if tail:
+                ids[seqlen - tail :] = -1
+            start = int(torch.randint(0, seqlen, ()))
+            ids[start : start + int(torch.randint(1, 6, ()))] = -7
         rows.append(ids)
     return torch.stack(rows).to(device)
 
@@ -104,6 +126,8 @@ def conv_ref_diff(x, weight, bias=None, seq_idx=None, initial_states=None, silu=
         out = out + bias.double().view(1, dim, 1)
     if silu:
         out = F.silu(out)
+    if seq_idx is not None:
+        out = out * (seq >= 0).unsqueeze(1)  # padding tokens: a constant 0, no gradient
     return out, xp[:, :, xp.shape[-1] - (width - 1) :]
 
 
@@ -156,3 +180,29 @@ def update_ref(x, conv_state, weight, bias=None, silu=False, cache_seqlens=None,
             for t in range(seqlen):
                 state[line, :, (head + t) % state_len] = xs[r, :, t]
     return (out.squeeze(-1) if squeeze else out), state
+
+
+def sweep(axes, default):
+    """pytest parameters for the full product of `axes`, a dict {name: [(value, id), ...]}.
+
+    Every case runs in the `exhaustive` run (`pytest -m exhaustive`, once per kernel change); the
+    default run keeps the cases for which default(**indices) is true, where indices maps each axis
+    name to the case's position along it. The predicates keep every compile-time kernel variant
+    (x dtype, width, layout, activation) and rotate the run-time choices (weight dtype, bias,
+    index buffers) through them, so the default run proves each variant with each option.
+    """
+    names = list(axes)
+    params = []
+    for combo in itertools.product(*(list(enumerate(axes[n])) for n in names)):
+        idx = {n: i for n, (i, _) in zip(names, combo)}
+        values = [v for _, (v, _) in combo]
+        case_id = "-".join(str(i) for _, (_, i) in combo)
+        marks = () if default(**idx) else (pytest.mark.exhaustive,)
+        params.append(pytest.param(*values, id=case_id, marks=marks))
+    return pytest.mark.parametrize(",".join(names), params)
+
+
+def axis(values, ids=None):
+    """[(value, id), ...] for sweep()."""
+    ids = ids or [dtype_id(v) if isinstance(v, torch.dtype) else str(v) for v in values]
+    return list(zip(values, ids))

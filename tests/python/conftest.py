@@ -24,3 +24,11 @@ def device(request):
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "exhaustive: full parameter sweeps and > 2^31-element cases; deselected by default, run once "
+        "per kernel change with `-m exhaustive` (scripts/gpu_check.sh exhaustive)",
+    )

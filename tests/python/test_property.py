@@ -36,14 +36,12 @@ problems = st.fixed_dictionaries(
         "layout": st.sampled_from(LAYOUTS),
         "bias": st.booleans(),
         "silu": st.booleans(),
-        "extra": st.sampled_from(["none", "init", "final", "init_final", "seq_idx"]),
+        "extra": st.sampled_from(["none", "init", "final", "init_final", "seq_idx", "seq_idx_padding"]),
     }
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(pb=problems)
-def test_forward_and_grads_match_reference(device, pb):
+def _check(device, pb):
     torch.manual_seed(pb["batch"] * 1000 + pb["dim"] * 10 + pb["seqlen"])
     x = _make(pb["layout"], pb["batch"], pb["dim"], pb["seqlen"], pb["xtype"], device)
     w = torch.randn(pb["dim"], pb["width"], dtype=pb["wtype"], device=device) * 0.5
@@ -52,7 +50,9 @@ def test_forward_and_grads_match_reference(device, pb):
     init = None
     if "init" in extra:
         init = torch.randn(pb["batch"], pb["dim"], pb["width"] - 1, dtype=pb["xtype"], device=device)
-    seq_idx = random_seq_idx(pb["batch"], pb["seqlen"], device) if extra == "seq_idx" else None
+    seq_idx = None
+    if extra.startswith("seq_idx"):
+        seq_idx = random_seq_idx(pb["batch"], pb["seqlen"], device, padding=extra.endswith("padding"))
     final = "final" in extra
 
     res = causal_conv1d_fn(x, w, b, seq_idx=seq_idx, initial_states=init, return_final_states=final,
@@ -63,3 +63,19 @@ def test_forward_and_grads_match_reference(device, pb):
     if final:
         torch.testing.assert_close(res[1].cpu(), ref_final, rtol=0, atol=0)
     check_grads(x, w, b, seq_idx=seq_idx, init=init, silu=pb["silu"], final=final)
+
+
+_SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@settings(max_examples=25, **_SETTINGS)
+@given(pb=problems)
+def test_forward_and_grads_match_reference(device, pb):
+    _check(device, pb)
+
+
+@pytest.mark.exhaustive
+@settings(max_examples=300, **_SETTINGS)
+@given(pb=problems)
+def test_forward_and_grads_match_reference_many(device, pb):
+    _check(device, pb)
