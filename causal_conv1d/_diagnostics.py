@@ -7,7 +7,7 @@ import sys
 import torch
 
 from causal_conv1d._binary import gpu_archs
-from causal_conv1d._ops import LIBRARY_PATH, build_config
+from causal_conv1d._ops import LIBRARY_PATH, build_config, ops
 
 KFD_NODES = "/sys/class/kfd/kfd/topology/nodes"
 
@@ -34,6 +34,13 @@ def kfd_gpu_archs(nodes_dir=KFD_NODES):
     return archs
 
 
+def arch_supported(arch):
+    """Whether this build's GPU code runs on a device of that arch ("gfx1201"; "90" for NVIDIA
+    compute capability 9.0). The rule lives in the library (csrc/include/causal_conv1d/arch_check.h),
+    the same one each GPU call applies."""
+    return ops.arch_supported(arch)
+
+
 def check_devices_at_import():
     """Refuses a HIP build on a machine none of whose AMD GPUs it has code for, naming both and
     the rebuild command (instead of a later 'invalid device function'). Skipped with
@@ -43,7 +50,7 @@ def check_devices_at_import():
         return
     present = kfd_gpu_archs()
     compiled = compiled_archs()
-    if present and not any(a in compiled for a in present):
+    if present and not any(arch_supported(a) for a in present):
         raise ImportError(
             f"causal_conv1d was built for {', '.join(compiled)} but this machine's GPUs are "
             f"{', '.join(sorted(set(present)))}. Rebuild for them: "
@@ -54,8 +61,7 @@ def check_devices_at_import():
 
 def device_report():
     """(index, name, arch, supported) for every visible GPU (initialises the GPU runtime)."""
-    cfg = build_config()
-    compiled = compiled_archs()
+    backend = build_config()["backend"]
     rows = []
     if not torch.cuda.is_available():
         return rows
@@ -63,10 +69,10 @@ def device_report():
         props = torch.cuda.get_device_properties(i)
         if torch.version.hip:
             arch = props.gcnArchName.split(":")[0]
-            ok = cfg["backend"] == "hip" and arch in compiled
+            ok = backend == "hip" and arch_supported(arch)
         else:
             arch = f"{props.major}{props.minor}"
-            ok = cfg["backend"] == "cuda" and any(int(a) <= int(arch) for a in compiled if a.isdigit())
+            ok = backend == "cuda" and arch_supported(arch)
         rows.append((i, props.name, arch, ok))
     return rows
 

@@ -1,18 +1,10 @@
-// Backend identity and error text for the GPU library (no kernels here).
+// Device queries, memory helpers and error text for the GPU library (no kernels here).
 #include <cstdio>
 
 #include "causal_conv1d/gpu.h"
 #include "causal_conv1d/gpu_runtime.h"
 
 namespace causal_conv1d::gpu {
-
-const char* backend_name() {
-#if defined(CAUSAL_CONV1D_USE_HIP)
-  return "hip";
-#else
-  return "cuda";
-#endif
-}
 
 const char* gpu_status_string(int code) {
   return code > 0 ? error_string(static_cast<Error>(code)) : status_string(code);

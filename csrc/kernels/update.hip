@@ -213,33 +213,34 @@ __global__ void __launch_bounds__(UpdateTraits::kNThreads) update_vec_kernel(Upd
   }
 }
 
+// Whether a single-token update has the layout update_vec_kernel needs (see the file comment).
+bool fits_vec_kernel(const UpdateParams& p) {
+  const int kV = 16 / dtype_size(p.x_dtype);
+  const int64_t S = p.state_len;
+  const auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  return p.seqlen == 1 && p.cache_seqlens == nullptr && (S == p.width - 1 || S == p.width) && p.dim % kV == 0 &&
+         p.x_c_stride == 1 && p.out_c_stride == 1 && p.state_l_stride == 1 && p.state_c_stride == S &&
+         aligned16(p.x) && aligned16(p.out) && aligned16(p.conv_state) && multiple_of(p.x_batch_stride, kV) &&
+         multiple_of(p.out_batch_stride, kV) && multiple_of(p.state_batch_stride, kV);
+}
+
 }  // namespace
 
 int launch_update(const UpdateParams& p, void* stream) {
   using Tr = UpdateTraits;
   if (p.batch == 0 || p.dim == 0) return kSuccess;
   const bool single = p.seqlen == 1;
-  if (single) {
-    const int status = dispatch_dtype(p.x_dtype, [&](auto tag) {
+  if (fits_vec_kernel(p)) {
+    return dispatch_dtype(p.x_dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
       constexpr int kV = kVec16<T>;
-      const auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-      const int64_t S = p.state_len;
-      // The layout the vector kernel needs, else -1: the general kernel runs.
-      const bool fits = p.cache_seqlens == nullptr && (S == p.width - 1 || S == p.width) && p.dim % kV == 0 &&
-                        p.x_c_stride == 1 &&
-                        p.out_c_stride == 1 && p.state_l_stride == 1 && p.state_c_stride == S &&
-                        aligned16(p.x) && aligned16(p.out) && aligned16(p.conv_state) &&
-                        multiple_of(p.x_batch_stride, kV) && multiple_of(p.out_batch_stride, kV) &&
-                        multiple_of(p.state_batch_stride, kV);
-      if (!fits) return -1;
       const dim3 grid(ceil_div_u(p.dim / kV, Tr::kNThreads),
                       static_cast<unsigned>(std::min<int64_t>(p.batch, Tr::kVecGridY)));
       const auto s = static_cast<Stream>(stream);
       return dispatch_width(p.width, [&](auto W) {
         constexpr int kWidth = decltype(W)::value;
         return dispatch_bool(p.silu, [&](auto Silu) {
-          return dispatch_bool(S == kWidth, [&](auto Full) {
+          return dispatch_bool(p.state_len == kWidth, [&](auto Full) {
             update_vec_kernel<T, kWidth, decltype(Silu)::value, decltype(Full)::value ? kWidth : kWidth - 1>
                 <<<grid, Tr::kNThreads, 0, s>>>(p);
             return launch_status();
@@ -247,7 +248,6 @@ int launch_update(const UpdateParams& p, void* stream) {
         });
       });
     });
-    if (status != -1) return status;
   }
   const int64_t rows = single ? Tr::kRows : 1;
   const int64_t row_groups = (p.batch + rows - 1) / rows;

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "causal_conv1d/arch_check.h"
+
 #ifndef CAUSAL_CONV1D_BACKEND_NAME
 #error "CMake defines CAUSAL_CONV1D_BACKEND_NAME"
 #endif
@@ -17,6 +19,21 @@ std::string build_config() {
   s += "gpu_archs=" CAUSAL_CONV1D_GPU_ARCHS "\n";
   s += "torch_version=" CAUSAL_CONV1D_TORCH_VERSION "\n";
   return s;
+}
+
+// Whether this build's GPU code runs on a device of the given arch ("gfx1201", or "90" for
+// compute capability 9.0): the rule of arch_check.h, asked by the Python diagnostics so that it
+// lives in one place. Always false in a CPU-only build.
+bool arch_supported(const std::string& device_arch) {
+#if defined(CAUSAL_CONV1D_WITH_GPU)
+#if defined(CAUSAL_CONV1D_USE_HIP_BACKEND)
+  return causal_conv1d::arch_supported(CAUSAL_CONV1D_GPU_ARCHS, device_arch, /*hip=*/true);
+#else
+  return causal_conv1d::arch_supported(CAUSAL_CONV1D_GPU_ARCHS, device_arch, /*hip=*/false);
+#endif
+#else
+  return false;
+#endif
 }
 
 }  // namespace
@@ -39,4 +56,5 @@ TORCH_LIBRARY(causal_conv1d, m) {
       tags);
   m.def("varlen_states(Tensor x, Tensor cu_seqlens, int state_len) -> Tensor", tags);
   m.def("build_config() -> str", &causal_conv1d::torch_ops::build_config);
+  m.def("arch_supported(str device_arch) -> bool", &causal_conv1d::torch_ops::arch_supported);
 }

@@ -27,6 +27,7 @@ def test_kfd_arch_names(tmp_path):
 def test_import_check_names_both_archs_and_the_fix(tmp_path, monkeypatch):
     monkeypatch.setattr(_diagnostics.kfd_gpu_archs, "__defaults__", (_fake_kfd(tmp_path, [110001]),))
     monkeypatch.setattr(_diagnostics, "build_config", lambda: {"backend": "hip", "gpu_archs": "gfx1201"})
+    monkeypatch.setattr(_diagnostics, "arch_supported", lambda a: a == "gfx1201")
     monkeypatch.delenv("CAUSAL_CONV1D_SKIP_ARCH_CHECK", raising=False)
     with pytest.raises(ImportError, match=r"built for gfx1201 but this machine's GPUs are gfx1101.*CAUSAL_CONV1D_HIP_ARCHS=gfx1101 pip install --no-build-isolation"):
         _diagnostics.check_devices_at_import()
@@ -37,7 +38,22 @@ def test_import_check_names_both_archs_and_the_fix(tmp_path, monkeypatch):
 def test_import_check_passes_when_one_gpu_is_supported(tmp_path, monkeypatch):
     monkeypatch.setattr(_diagnostics.kfd_gpu_archs, "__defaults__", (_fake_kfd(tmp_path, [110001, 120001]),))
     monkeypatch.setattr(_diagnostics, "build_config", lambda: {"backend": "hip", "gpu_archs": "gfx1201,gfx942"})
+    monkeypatch.setattr(_diagnostics, "arch_supported", lambda a: a in ("gfx1201", "gfx942"))
     _diagnostics.check_devices_at_import()
+
+
+def test_arch_rule_comes_from_the_library():
+    # The diagnostics ask the library's own rule (arch_check.h, covered by GoogleTest): the
+    # build's archs are supported; on NVIDIA any newer compute capability runs the embedded PTX.
+    cfg = build_config()
+    compiled = [a.split(":")[0] for a in cfg["gpu_archs"].split(",") if a]
+    for arch in compiled:
+        assert _diagnostics.arch_supported(arch)
+    assert not _diagnostics.arch_supported("gfx000")
+    if cfg["backend"] == "cuda":
+        assert _diagnostics.arch_supported(str(max(int(a) for a in compiled) + 10))
+    if cfg["backend"] == "cpu":
+        assert not compiled
 
 
 def test_show_config_lists_the_build():

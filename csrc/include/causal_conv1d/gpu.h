@@ -14,8 +14,6 @@
 
 namespace causal_conv1d::gpu {
 
-// "hip" or "cuda".
-const char* backend_name();
 // Text for any status code, including the GPU runtime's own.
 const char* gpu_status_string(int code);
 // Number of visible devices (0 when there is none or the runtime reports an error).

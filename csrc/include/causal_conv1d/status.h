@@ -12,7 +12,6 @@ enum StatusCode : int {
   kErrUnsupportedWidth = -1,   // width outside [kMinWidth, kMaxWidth]
   kErrUnsupportedDType = -2,   // DType value not in the enum
   kErrInvalidParams = -3,      // params violate an invariant the torch layer should have checked
-  kErrNoGpuBackend = -4,       // a GPU launcher was called in a build without a GPU backend
 };
 
 // Text for our negative codes; for positive codes the GPU library provides gpu_status_string().
@@ -22,7 +21,6 @@ inline const char* status_string(int code) {
     case kErrUnsupportedWidth: return "unsupported kernel width (supported: 2, 3, 4)";
     case kErrUnsupportedDType: return "unsupported dtype (supported: float32, float16, bfloat16)";
     case kErrInvalidParams: return "invalid parameters";
-    case kErrNoGpuBackend: return "this build has no GPU backend";
     default: return code > 0 ? "GPU runtime error" : "unknown error";
   }
 }
