@@ -42,6 +42,25 @@ set(TORCH_LIBRARY_DIR "${_torch_library_dir}")
 set(TORCH_CXX11_ABI "${_torch_cxx11_abi}")
 set(PYTHON_EXT_SUFFIX "${_torch_ext_suffix}")
 
+# The C++ headers ship in a separate package on some distributions (Debian/Ubuntu: python3-torch
+# without libtorch-dev leaves dangling symlinks) and are stripped from some wheels: say so now
+# rather than failing mid-compile on the first #include.
+set(_torch_header_found FALSE)
+foreach(_dir IN LISTS TORCH_INCLUDE_DIRS)
+  if(EXISTS "${_dir}/torch/library.h")
+    set(_torch_header_found TRUE)
+  endif()
+endforeach()
+if(NOT _torch_header_found)
+  string(REPLACE ";" "\n    " _dirs_text "${TORCH_INCLUDE_DIRS}")
+  message(FATAL_ERROR
+    "causal-conv1d: the PyTorch ${TORCH_VERSION} of ${CAUSAL_CONV1D_PYTHON} has no C++ headers: "
+    "torch/library.h is in none of its include directories\n    ${_dirs_text}\n"
+    "The extension compiles against them. Install them: Debian/Ubuntu python3-torch -> "
+    "`apt install libtorch-dev`; a pip or conda PyTorch -> reinstall the full package "
+    "(its wheel ships torch/include).")
+endif()
+
 foreach(_lib c10 torch_cpu torch)
   find_library(TORCH_${_lib}_LIBRARY NAMES ${_lib} PATHS "${TORCH_LIBRARY_DIR}" NO_DEFAULT_PATH)
   if(NOT TORCH_${_lib}_LIBRARY)

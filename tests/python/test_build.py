@@ -54,3 +54,41 @@ def test_auto_arch_without_gpu_fails_clearly(tmp_path):
                           capture_output=True, text=True, env=env)
     assert proc.returncode != 0
     assert "CAUSAL_CONV1D_HIP_ARCHS=auto found no AMD GPU" in proc.stderr + proc.stdout
+
+
+_FAKE_TORCH = {
+    "torch/__init__.py": "__version__ = '2.99.0'\nfrom . import _C, utils, version\n",
+    "torch/version.py": "hip = None\ncuda = None\n",
+    "torch/_C.py": "_GLIBCXX_USE_CXX11_ABI = True\n",
+    "torch/utils/__init__.py": "from . import cpp_extension\n",
+    "torch/utils/cpp_extension.py": (
+        "import os\n"
+        "def include_paths():\n"
+        "    return [os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), 'include')]\n"
+    ),
+}
+
+
+def test_configure_stops_when_torch_has_no_cpp_headers(tmp_path):
+    # A PyTorch without its C++ headers (Debian's python3-torch without libtorch-dev, a stripped
+    # wheel): the configure names the missing header and what provides it.
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("cmake") is None:
+        pytest.skip("cmake not on PATH")
+    fake = tmp_path / "site"
+    for rel, text in _FAKE_TORCH.items():
+        (fake / rel).parent.mkdir(parents=True, exist_ok=True)
+        (fake / rel).write_text(text)
+    (fake / "include" / "torch").mkdir(parents=True)  # the directory exists, the headers do not
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=str(fake), CAUSAL_CONV1D_BACKEND="cpu")
+    gen = ["-G", "Ninja"] if shutil.which("ninja") else []
+    proc = subprocess.run(["cmake", "-S", repo, "-B", str(tmp_path / "build"), *gen,
+                           f"-DCAUSAL_CONV1D_PYTHON={sys.executable}"], capture_output=True, text=True, env=env)
+    text = proc.stderr + proc.stdout
+    assert proc.returncode != 0
+    assert "PyTorch 2.99.0" in text and "has no C++ headers" in text, text
+    assert "torch/library.h" in text and "libtorch-dev" in text, text
