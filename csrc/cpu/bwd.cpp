@@ -34,9 +34,9 @@ void bwd_rows(const BwdParams& p, int64_t row_begin, int64_t row_end, double* pa
     const float bias = f.bias ? load_as_float(f.bias, f.w_dtype, c * f.bias_stride) : 0.0f;
 
     for (int j = 0; j < kHalo; ++j)
-      xs[j] = f.initial_states ? ld<T>(f.initial_states,
-                                       b * f.init_batch_stride + c * f.init_c_stride + j * f.init_l_stride)
-                               : 0.0f;
+      xs[j] = f.initial_states
+                  ? ld<T>(f.initial_states, b * f.init_batch_stride + c * f.init_c_stride + j * f.init_l_stride)
+                  : 0.0f;
     const int64_t x_off = b * f.x_batch_stride + c * f.x_c_stride;
     const int64_t dout_off = b * p.dout_batch_stride + c * p.dout_c_stride;
     for (int64_t t = 0; t < L; ++t) {
@@ -84,16 +84,14 @@ void bwd_rows(const BwdParams& p, int64_t row_begin, int64_t row_end, double* pa
     }
     if (p.dfinal_states) {
       for (int j = 0; j < kHalo; ++j)
-        dxs[L + j] += ld<T>(p.dfinal_states,
-                            b * p.dfinal_batch_stride + c * p.dfinal_c_stride + j * p.dfinal_l_stride);
+        dxs[L + j] += ld<T>(p.dfinal_states, b * p.dfinal_batch_stride + c * p.dfinal_c_stride + j * p.dfinal_l_stride);
     }
 
     const int64_t dx_off = b * p.dx_batch_stride + c * p.dx_c_stride;
     for (int64_t t = 0; t < L; ++t) st<T>(p.dx, dx_off + t * p.dx_l_stride, dxs[kHalo + t]);
     if (p.dinitial_states) {
       for (int j = 0; j < kHalo; ++j)
-        st<T>(p.dinitial_states, b * p.dinit_batch_stride + c * p.dinit_c_stride + j * p.dinit_l_stride,
-              dxs[j]);
+        st<T>(p.dinitial_states, b * p.dinit_batch_stride + c * p.dinit_c_stride + j * p.dinit_l_stride, dxs[j]);
     }
     double* part = partials + row * (kWidth + 1);
     for (int k = 0; k < kWidth; ++k) part[k] = dw[k];
@@ -114,9 +112,8 @@ int launch_bwd(const BwdParams& p, const ParallelFor& pfor) {
         constexpr bool kSeqIdx = decltype(S)::value;
         std::vector<double> partials(f.batch * f.dim * (kWidth + 1));
         const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(f.seqlen, 1));
-        pfor(f.batch * f.dim, grain, [&](int64_t r0, int64_t r1) {
-          bwd_rows<T, kWidth, kSeqIdx>(p, r0, r1, partials.data());
-        });
+        pfor(f.batch * f.dim, grain,
+             [&](int64_t r0, int64_t r1) { bwd_rows<T, kWidth, kSeqIdx>(p, r0, r1, partials.data()); });
         // Fixed-order reduction over batch: independent of how rows were split among threads.
         pfor(f.dim, 64, [&](int64_t c0, int64_t c1) {
           for (int64_t c = c0; c < c1; ++c) {

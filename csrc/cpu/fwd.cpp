@@ -33,9 +33,9 @@ void fwd_rows_channel_first(const FwdParams& p, int64_t row_begin, int64_t row_e
     const int64_t out_off = b * p.out_batch_stride + c * p.out_c_stride;
 
     for (int j = 0; j < kHalo; ++j) {
-      buf[j] = p.initial_states ? ld<T>(p.initial_states, b * p.init_batch_stride +
-                                                              c * p.init_c_stride + j * p.init_l_stride)
-                                : 0.0f;
+      buf[j] = p.initial_states
+                   ? ld<T>(p.initial_states, b * p.init_batch_stride + c * p.init_c_stride + j * p.init_l_stride)
+                   : 0.0f;
       if constexpr (kSeqIdx) seq[j] = -1;  // never equal to a real position's id
     }
     for (int64_t t0 = 0; t0 < p.seqlen; t0 += kTimeChunk) {
@@ -68,8 +68,7 @@ void fwd_rows_channel_first(const FwdParams& p, int64_t row_begin, int64_t row_e
     }
     if (p.final_states) {
       for (int j = 0; j < kHalo; ++j)
-        st<T>(p.final_states, b * p.final_batch_stride + c * p.final_c_stride + j * p.final_l_stride,
-              buf[j]);
+        st<T>(p.final_states, b * p.final_batch_stride + c * p.final_c_stride + j * p.final_l_stride, buf[j]);
     }
   }
 }
@@ -89,10 +88,9 @@ void fwd_blocks_channel_last(const FwdParams& p, int64_t blk_begin, int64_t blk_
         w[k][i] = load_as_float(p.weight, p.w_dtype, c * p.weight_c_stride + k * p.weight_w_stride);
       bias[i] = p.bias ? load_as_float(p.bias, p.w_dtype, c * p.bias_stride) : 0.0f;
       for (int j = 0; j < kHalo; ++j)
-        hist[j][i] = p.initial_states ? ld<T>(p.initial_states, b * p.init_batch_stride +
-                                                                     c * p.init_c_stride +
-                                                                     j * p.init_l_stride)
-                                      : 0.0f;
+        hist[j][i] = p.initial_states
+                         ? ld<T>(p.initial_states, b * p.init_batch_stride + c * p.init_c_stride + j * p.init_l_stride)
+                         : 0.0f;
     }
     int32_t seq_hist[kHalo > 0 ? kHalo : 1];
     for (int j = 0; j < kHalo; ++j) seq_hist[j] = -1;
@@ -123,8 +121,7 @@ void fwd_blocks_channel_last(const FwdParams& p, int64_t blk_begin, int64_t blk_
     if (p.final_states) {
       for (int j = 0; j < kHalo; ++j)
         for (int64_t i = 0; i < nc; ++i)
-          st<T>(p.final_states,
-                b * p.final_batch_stride + (c0 + i) * p.final_c_stride + j * p.final_l_stride,
+          st<T>(p.final_states, b * p.final_batch_stride + (c0 + i) * p.final_c_stride + j * p.final_l_stride,
                 hist[j][i]);
     }
   }
@@ -142,14 +139,11 @@ int launch_fwd(const FwdParams& p, const ParallelFor& pfor) {
         constexpr bool kSeqIdx = decltype(S)::value;
         if (p.channel_last) {
           const int64_t nblk = p.batch * ((p.dim + kChannelBlock - 1) / kChannelBlock);
-          pfor(nblk, 1, [&](int64_t b0, int64_t b1) {
-            fwd_blocks_channel_last<T, kWidth, kSeqIdx>(p, b0, b1);
-          });
+          pfor(nblk, 1, [&](int64_t b0, int64_t b1) { fwd_blocks_channel_last<T, kWidth, kSeqIdx>(p, b0, b1); });
         } else {
           const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(p.seqlen, 1));
-          pfor(p.batch * p.dim, grain, [&](int64_t r0, int64_t r1) {
-            fwd_rows_channel_first<T, kWidth, kSeqIdx>(p, r0, r1);
-          });
+          pfor(p.batch * p.dim, grain,
+               [&](int64_t r0, int64_t r1) { fwd_rows_channel_first<T, kWidth, kSeqIdx>(p, r0, r1); });
         }
         return int(kSuccess);
       });

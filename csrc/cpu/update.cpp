@@ -52,7 +52,8 @@ void update_rows(const UpdateParams& p, int64_t row_begin, int64_t row_end) {
     if (p.cache_seqlens) {
       // x[t] goes to (cache_seqlens + t) % state_len; with seqlen > state_len the last write wins.
       for (int64_t t = std::max<int64_t>(0, L - S); t < L; ++t)
-        static_cast<T*>(p.conv_state)[state_at(wrap(head + t, S))] = static_cast<const T*>(p.x)[x_off + t * p.x_l_stride];
+        static_cast<T*>(p.conv_state)[state_at(wrap(head + t, S))] =
+            static_cast<const T*>(p.x)[x_off + t * p.x_l_stride];
     } else {
       // state = last state_len entries of [state, x]
       const int64_t keep = std::max<int64_t>(0, S - L);

@@ -38,12 +38,14 @@ __device__ __forceinline__ float dsilu(float y) {
 
 // One partial (dw[0..W-1], db) of a block: atomically added, or stored for the ordered reduction.
 template <int kWidth>
-__device__ __forceinline__ void emit_partial(const BwdParams& p, int64_t slot, int64_t ch, const float (&acc)[kWidth + 1]) {
+__device__ __forceinline__ void emit_partial(const BwdParams& p, int64_t slot, int64_t ch,
+                                             const float (&acc)[kWidth + 1]) {
   if (p.deterministic) {
     float* dst = p.workspace + (slot * p.f.dim + ch) * (kWidth + 1);
     static_for<kWidth + 1>([&](auto k) { dst[k] = acc[k]; });
   } else {
-    static_for<kWidth>([&](auto k) { atomic_add(p.dweight + ch * p.dweight_c_stride + k * p.dweight_w_stride, acc[k]); });
+    static_for<kWidth>(
+        [&](auto k) { atomic_add(p.dweight + ch * p.dweight_c_stride + k * p.dweight_w_stride, acc[k]); });
     if (p.dbias != nullptr) atomic_add(p.dbias + ch * p.dbias_stride, acc[kWidth]);
   }
 }
@@ -87,8 +89,8 @@ __global__ void __launch_bounds__(BwdCfTraits<T>::kNThreads)
   auto input = [&](int64_t q) -> float {
     if (q >= 0) return q < L ? to_float(x[q]) : 0.0f;
     if (kSeqIdx || f.initial_states == nullptr || q < -kHalo) return 0.0f;  // a peeled vector reaches past the states
-    return to_float(static_cast<const T*>(f.initial_states)[b * f.init_batch_stride + c * f.init_c_stride +
-                                                            (q + kHalo) * f.init_l_stride]);
+    return to_float(static_cast<const T*>(
+        f.initial_states)[b * f.init_batch_stride + c * f.init_c_stride + (q + kHalo) * f.init_l_stride]);
   };
   auto grad = [&](int64_t q) -> float { return q >= 0 && q < L ? to_float(dout[q]) : 0.0f; };
   auto seq_at = [&](int64_t q) -> int32_t { return q >= 0 && q < L ? seq[q * f.seq_idx_l_stride] : -1; };
@@ -217,8 +219,8 @@ __global__ void __launch_bounds__(BwdCfTraits<T>::kNThreads)
     });
     const int64_t q = q0 + kJ;
     if (!kSeqIdx && p.dfinal_states != nullptr && q >= L - kHalo && q >= 0 && q < L)
-      g += to_float(static_cast<const T*>(p.dfinal_states)[b * p.dfinal_batch_stride + c * p.dfinal_c_stride +
-                                                          (q - (L - kHalo)) * p.dfinal_l_stride]);
+      g += to_float(static_cast<const T*>(
+          p.dfinal_states)[b * p.dfinal_batch_stride + c * p.dfinal_c_stride + (q - (L - kHalo)) * p.dfinal_l_stride]);
     o[kJ] = g;
   });
   if constexpr (kV > 1) {
@@ -249,8 +251,8 @@ __global__ void __launch_bounds__(BwdCfTraits<T>::kNThreads)
       if (k <= j && j - k < L) g += w[k] * dy0[j - k];
     });
     if (p.dfinal_states != nullptr && j - kHalo >= L - kHalo)
-      g += to_float(static_cast<const T*>(p.dfinal_states)[b * p.dfinal_batch_stride + c * p.dfinal_c_stride +
-                                                          (j - L) * p.dfinal_l_stride]);
+      g += to_float(static_cast<const T*>(
+          p.dfinal_states)[b * p.dfinal_batch_stride + c * p.dfinal_c_stride + (j - L) * p.dfinal_l_stride]);
     static_cast<T*>(p.dinitial_states)[b * p.dinit_batch_stride + c * p.dinit_c_stride + j * p.dinit_l_stride] =
         from_float<T>(g);
   }
@@ -309,8 +311,8 @@ __global__ void __launch_bounds__(BwdClTraits<T>::kNThreads)
           if (t >= 0 && t < L) {
             v = src[t * l_stride + ch];
           } else if (is_x && t < 0 && f.initial_states != nullptr) {
-            v = static_cast<const T*>(f.initial_states)[b * f.init_batch_stride + ch * f.init_c_stride +
-                                                        (t + kHalo) * f.init_l_stride];
+            v = static_cast<const T*>(
+                f.initial_states)[b * f.init_batch_stride + ch * f.init_c_stride + (t + kHalo) * f.init_l_stride];
           }
         }
         tile[r][cv * kV + e] = v;
@@ -452,7 +454,7 @@ __global__ void __launch_bounds__(BwdClTraits<T>::kNThreads)
 // kReduceLanes, ... in order, then lane sums are added in lane order.
 constexpr int kReduceC = 32, kReduceLanes = 8;
 
-__global__ void __launch_bounds__(kReduceC * kReduceLanes) bwd_reduce_kernel(BwdParams p, int64_t slots) {
+__global__ void __launch_bounds__(kReduceC* kReduceLanes) bwd_reduce_kernel(BwdParams p, int64_t slots) {
   __shared__ float part[kReduceLanes][kReduceC][kMaxWidth + 1];
   const int cl = threadIdx.x % kReduceC, lane = threadIdx.x / kReduceC;
   const int64_t c = int64_t(blockIdx.x) * kReduceC + cl;

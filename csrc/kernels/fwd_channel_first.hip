@@ -202,8 +202,8 @@ int launch_fwd_channel_first(const FwdParams& p, Stream stream) {
     const bool vec = same_vector_phase(p.x, p.out, sizeof(T), kV16, {p.x_batch_stride, p.x_c_stride},
                                        {p.out_batch_stride, p.out_c_stride});
     // Rows all start aligned: no row needs the extra peeled vector.
-    const bool aligned = vec && reinterpret_cast<uintptr_t>(p.x) % 16 == 0 &&
-                         multiple_of(p.x_batch_stride, kV16) && multiple_of(p.x_c_stride, kV16);
+    const bool aligned = vec && reinterpret_cast<uintptr_t>(p.x) % 16 == 0 && multiple_of(p.x_batch_stride, kV16) &&
+                         multiple_of(p.x_c_stride, kV16);
     return dispatch_width(p.width, [&](auto W) {
       constexpr int kWidth = decltype(W)::value;
       return dispatch_bool(vec, [&](auto V) {
@@ -226,7 +226,7 @@ int launch_fwd_channel_first(const FwdParams& p, Stream stream) {
           return dispatch_bool(p.silu, [&](auto S) {
             fwd_channel_first_kernel<T, kWidth, kV, decltype(S)::value, kSeqIdx>
                 <<<static_cast<unsigned>(blocks), threads, 0, stream>>>(p, static_cast<uint32_t>(tiles),
-                                                                         static_cast<uint32_t>(p.dim), items);
+                                                                        static_cast<uint32_t>(p.dim), items);
             return launch_status();
           });
         });

@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(FwdClTraits<T>::kNThreads)
   const T* xb = static_cast<const T*>(p.x) + b * p.x_batch_stride;
   T* ob = static_cast<T*>(p.out) + b * p.out_batch_stride;
   const int64_t c_base = int64_t(ctile) * Tr::kChunkC - misalignment<T, kV>(xb);  // tile's channel 0
-  const int64_t t_base = int64_t(ltile) * Tr::kChunkL;                           // tile's row kHalo
+  const int64_t t_base = int64_t(ltile) * Tr::kChunkL;                            // tile's row kHalo
 
   // 1. Load the tile (rows t_base - kHalo .. t_base + kChunkL - 1).
   auto row_vec = [&](int idx, int& r, int& cv) {
@@ -89,8 +89,8 @@ __global__ void __launch_bounds__(FwdClTraits<T>::kNThreads)
         if (t >= 0 && t < L) {
           v = xb[t * p.x_l_stride + c];
         } else if (t < 0 && p.initial_states != nullptr) {
-          v = static_cast<const T*>(p.initial_states)[b * p.init_batch_stride + c * p.init_c_stride +
-                                                      (t + kHalo) * p.init_l_stride];
+          v = static_cast<const T*>(
+              p.initial_states)[b * p.init_batch_stride + c * p.init_c_stride + (t + kHalo) * p.init_l_stride];
         }
       }
       staged[i].v[e] = v;
@@ -131,7 +131,7 @@ __global__ void __launch_bounds__(FwdClTraits<T>::kNThreads)
     win[i] = to_float(tile[s0 + i][c]);
     if constexpr (kSeqIdx) swin[i] = seq_tile[s0 + i];
   });
-  __syncthreads();  // every window is read before any output overwrites x
+  __syncthreads();                   // every window is read before any output overwrites x
   const int64_t t_end = L - t_base;  // rows at or past this are beyond seqlen
 #pragma unroll 4
   for (int s = 0; s < Tr::kStepsPerThread; ++s) {

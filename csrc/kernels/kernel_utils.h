@@ -70,8 +70,7 @@ template <typename T, int kV>
 __device__ __forceinline__ void store_vec(T* dst, const Vec<T, kV>& v) {
   if constexpr (sizeof(T) * kV == 16) {
     constexpr int kPer = 4 / sizeof(T);
-    const uint4 u = make_uint4(word_of(&v.v[0]), word_of(&v.v[kPer]), word_of(&v.v[2 * kPer]),
-                               word_of(&v.v[3 * kPer]));
+    const uint4 u = make_uint4(word_of(&v.v[0]), word_of(&v.v[kPer]), word_of(&v.v[2 * kPer]), word_of(&v.v[3 * kPer]));
 #if defined(CAUSAL_CONV1D_USE_CUDA)
     __stcs(reinterpret_cast<uint4*>(dst), u);
 #else
@@ -87,8 +86,8 @@ template <typename T, int kV>
 __device__ __forceinline__ void store_vec_lds(T* dst, const Vec<T, kV>& v) {
   if constexpr (sizeof(T) * kV == 16) {
     constexpr int kPer = 4 / sizeof(T);
-    *reinterpret_cast<uint4*>(dst) = make_uint4(word_of(&v.v[0]), word_of(&v.v[kPer]), word_of(&v.v[2 * kPer]),
-                                                word_of(&v.v[3 * kPer]));
+    *reinterpret_cast<uint4*>(dst) =
+        make_uint4(word_of(&v.v[0]), word_of(&v.v[kPer]), word_of(&v.v[2 * kPer]), word_of(&v.v[3 * kPer]));
   } else {
     static_for<kV>([&](auto e) { dst[e] = v.v[e]; });
   }
@@ -193,8 +192,7 @@ __device__ __forceinline__ int misalignment(const void* ptr) {
 // Host side: can rows of a tensor (base pointer plus the given strides, all in elements) be read
 // with aligned kV-wide vectors after peeling each row's start, with the same peel for a second
 // tensor? True when both have the same misalignment everywhere.
-inline bool same_vector_phase(const void* a, const void* b, int esize, int kv,
-                              std::initializer_list<int64_t> strides_a,
+inline bool same_vector_phase(const void* a, const void* b, int esize, int kv, std::initializer_list<int64_t> strides_a,
                               std::initializer_list<int64_t> strides_b) {
   const auto ea = reinterpret_cast<uintptr_t>(a), eb = reinterpret_cast<uintptr_t>(b);
   if (ea % esize || eb % esize) return false;

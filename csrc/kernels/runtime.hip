@@ -25,7 +25,8 @@ int device_info(int device, char* arch, int arch_len, int* warp_size) {
   const Error e = hipGetDeviceProperties(&prop, device);
   if (e != kGpuSuccess) return static_cast<int>(e);
   int i = 0;
-  for (; i + 1 < arch_len && prop.gcnArchName[i] != '\0' && prop.gcnArchName[i] != ':'; ++i) arch[i] = prop.gcnArchName[i];
+  for (; i + 1 < arch_len && prop.gcnArchName[i] != '\0' && prop.gcnArchName[i] != ':'; ++i)
+    arch[i] = prop.gcnArchName[i];
   arch[i] = '\0';
 #else
   cudaDeviceProp prop;
@@ -39,7 +40,9 @@ int device_info(int device, char* arch, int arch_len, int* warp_size) {
 
 int device_malloc(void** ptr, size_t bytes) { return static_cast<int>(gpu_malloc(ptr, bytes)); }
 int device_free(void* ptr) { return static_cast<int>(gpu_free(ptr)); }
-int copy_to_device(void* dst, const void* src, size_t bytes) { return static_cast<int>(gpu_memcpy_h2d(dst, src, bytes)); }
+int copy_to_device(void* dst, const void* src, size_t bytes) {
+  return static_cast<int>(gpu_memcpy_h2d(dst, src, bytes));
+}
 int copy_to_host(void* dst, const void* src, size_t bytes) { return static_cast<int>(gpu_memcpy_d2h(dst, src, bytes)); }
 int device_synchronize() { return static_cast<int>(gpu_synchronize()); }
 

@@ -14,8 +14,8 @@
 //
 // The common decode layout gets its own kernel, update_vec_kernel: one token, a shifted (not
 // circular) state, x and out with channels contiguous, a (lines, dim, state_len) contiguous state
-// with state_len = width - 1 or width. A thread then owns kV = 16 / sizeof(T) channels: x, out and the kV * state_len state
-// entries of those channels (contiguous) all move as 16-byte vectors.
+// with state_len = width - 1 or width. A thread then owns kV = 16 / sizeof(T) channels: x, out and the kV * state_len
+// state entries of those channels (contiguous) all move as 16-byte vectors.
 //
 // Rows whose cache line is negative (padding), >= num_cache_lines, or whose cache_seqlens is
 // negative produce zeros and leave the state alone: the GPU never writes outside conv_state,
@@ -90,7 +90,8 @@ __global__ void __launch_bounds__(UpdateTraits::kNThreads) update_kernel(UpdateP
         s += s < 0 ? int32_t(S) : 0;
         win[r].v[i] = to_float(state[r][s * ls]);
       });
-      if constexpr (kSingle) win[r].v[kHalo] = to_float(static_cast<const T*>(p.x)[b * p.x_batch_stride + c * p.x_c_stride]);
+      if constexpr (kSingle)
+        win[r].v[kHalo] = to_float(static_cast<const T*>(p.x)[b * p.x_batch_stride + c * p.x_c_stride]);
     });
 
     static_for<kRows>([&](auto r) {
@@ -111,29 +112,29 @@ __global__ void __launch_bounds__(UpdateTraits::kNThreads) update_kernel(UpdateP
           static_for<kHalo>([&](auto i) { st[(S - kHalo + i) * ls] = from_float<T>(win[r].v[i + 1]); });
         }
       } else {
-      float roll[kWidth];
-      static_for<kHalo>([&](auto i) { roll[i] = win[r].v[i]; });
-      for (int64_t t = 0; t < L; ++t) {
-        roll[kHalo] = to_float(x[t * p.x_l_stride]);
-        float acc = bias;
-        static_for<kWidth>([&](auto k) { acc += w[k] * roll[k]; });
-        out[t * p.out_l_stride] = from_float<T>(kSilu ? silu_to<T>(acc) : acc);
-        static_for<kHalo>([&](auto k) { roll[k] = roll[k + 1]; });
-      }
-      if (p.cache_seqlens) {
-        // x[t] goes to (head + t) % state_len; when seqlen > state_len only the last state_len land.
-        const int64_t first = L > S ? L - S : 0;
-        int64_t s = (head[r] + first) % S;
-        for (int64_t t = first; t < L; ++t) {
-          st[s * ls] = x[t * p.x_l_stride];
-          s = s + 1 == S ? 0 : s + 1;
+        float roll[kWidth];
+        static_for<kHalo>([&](auto i) { roll[i] = win[r].v[i]; });
+        for (int64_t t = 0; t < L; ++t) {
+          roll[kHalo] = to_float(x[t * p.x_l_stride]);
+          float acc = bias;
+          static_for<kWidth>([&](auto k) { acc += w[k] * roll[k]; });
+          out[t * p.out_l_stride] = from_float<T>(kSilu ? silu_to<T>(acc) : acc);
+          static_for<kHalo>([&](auto k) { roll[k] = roll[k + 1]; });
         }
-      } else {
-        // state = last state_len entries of [state, x]; reading ahead of writing keeps it in place.
-        const int64_t keep = S > L ? S - L : 0;
-        for (int64_t s = 0; s < keep; ++s) st[s * ls] = st[(s + L) * ls];
-        for (int64_t s = keep; s < S; ++s) st[s * ls] = x[(L - S + s) * p.x_l_stride];
-      }
+        if (p.cache_seqlens) {
+          // x[t] goes to (head + t) % state_len; when seqlen > state_len only the last state_len land.
+          const int64_t first = L > S ? L - S : 0;
+          int64_t s = (head[r] + first) % S;
+          for (int64_t t = first; t < L; ++t) {
+            st[s * ls] = x[t * p.x_l_stride];
+            s = s + 1 == S ? 0 : s + 1;
+          }
+        } else {
+          // state = last state_len entries of [state, x]; reading ahead of writing keeps it in place.
+          const int64_t keep = S > L ? S - L : 0;
+          for (int64_t s = 0; s < keep; ++s) st[s * ls] = st[(s + L) * ls];
+          for (int64_t s = keep; s < S; ++s) st[s * ls] = x[(L - S + s) * p.x_l_stride];
+        }
       }
     });
   }
@@ -219,8 +220,8 @@ bool fits_vec_kernel(const UpdateParams& p) {
   const int64_t S = p.state_len;
   const auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
   return p.seqlen == 1 && p.cache_seqlens == nullptr && (S == p.width - 1 || S == p.width) && p.dim % kV == 0 &&
-         p.x_c_stride == 1 && p.out_c_stride == 1 && p.state_l_stride == 1 && p.state_c_stride == S &&
-         aligned16(p.x) && aligned16(p.out) && aligned16(p.conv_state) && multiple_of(p.x_batch_stride, kV) &&
+         p.x_c_stride == 1 && p.out_c_stride == 1 && p.state_l_stride == 1 && p.state_c_stride == S && aligned16(p.x) &&
+         aligned16(p.out) && aligned16(p.conv_state) && multiple_of(p.x_batch_stride, kV) &&
          multiple_of(p.out_batch_stride, kV) && multiple_of(p.state_batch_stride, kV);
 }
 
@@ -251,7 +252,8 @@ int launch_update(const UpdateParams& p, void* stream) {
   }
   const int64_t rows = single ? Tr::kRows : 1;
   const int64_t row_groups = (p.batch + rows - 1) / rows;
-  const dim3 grid(ceil_div_u(p.dim, Tr::kNThreads), static_cast<unsigned>(std::min<int64_t>(row_groups, Tr::kMaxGridY)));
+  const dim3 grid(ceil_div_u(p.dim, Tr::kNThreads),
+                  static_cast<unsigned>(std::min<int64_t>(row_groups, Tr::kMaxGridY)));
   const auto s = static_cast<Stream>(stream);
   return dispatch_dtype(p.x_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -21,8 +21,7 @@ struct VarlenTraits {
 };
 
 template <typename Bits>
-__global__ void __launch_bounds__(VarlenTraits::kNThreads)
-    varlen_states_kernel(VarlenStatesParams p) {
+__global__ void __launch_bounds__(VarlenTraits::kNThreads) varlen_states_kernel(VarlenStatesParams p) {
   const int64_t c = int64_t(blockIdx.x) * VarlenTraits::kNThreads + threadIdx.x;
   if (c >= p.dim) return;
   const Bits* x = static_cast<const Bits*>(p.x);

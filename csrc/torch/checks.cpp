@@ -57,18 +57,17 @@ DType float_dtype(const char* op, const char* name, const at::Tensor& t) {
     case at::kFloat: return DType::kFloat32;
     case at::kHalf: return DType::kFloat16;
     case at::kBFloat16: return DType::kBFloat16;
-    default:
-      TORCH_CHECK(false, op, ": ", name, " must be float32, float16 or bfloat16, got ", t.scalar_type());
+    default: TORCH_CHECK(false, op, ": ", name, " must be float32, float16 or bfloat16, got ", t.scalar_type());
   }
 }
 
 void check_same_device(const char* op, const char* name, const at::Tensor& t, const at::Tensor& x) {
-  TORCH_CHECK(t.device() == x.device(), op, ": ", name, " must be on the same device as x (", x.device(),
-              "), got ", t.device());
+  TORCH_CHECK(t.device() == x.device(), op, ": ", name, " must be on the same device as x (", x.device(), "), got ",
+              t.device());
 }
 
-void check_shape(const char* op, const char* name, const at::Tensor& t,
-                 std::initializer_list<int64_t> expected, const char* expected_desc) {
+void check_shape(const char* op, const char* name, const at::Tensor& t, std::initializer_list<int64_t> expected,
+                 const char* expected_desc) {
   TORCH_CHECK(t.sizes() == at::IntArrayRef(expected), op, ": ", name, " must have shape ", expected_desc, " = ",
               shape_str(at::IntArrayRef(expected)), ", got ", shape_str(t.sizes()));
 }
@@ -89,15 +88,14 @@ int check_weight(const char* op, const at::Tensor& weight, const at::Tensor& x, 
   TORCH_CHECK(weight.dim() == 2, op, ": weight must be (dim, width), got shape ", shape_str(weight.sizes()));
   float_dtype(op, "weight", weight);
   const int64_t width = weight.size(1);
-  TORCH_CHECK(width >= kMinWidth && width <= kMaxWidth, op,
-              ": kernel width (weight.size(1)) must be 2, 3 or 4, got ", width);
+  TORCH_CHECK(width >= kMinWidth && width <= kMaxWidth, op, ": kernel width (weight.size(1)) must be 2, 3 or 4, got ",
+              width);
   check_shape(op, "weight", weight, {dim, width}, "(dim, width)");
   check_same_device(op, "weight", weight, x);
   return static_cast<int>(width);
 }
 
-void check_bias(const char* op, const OptTensor& bias, const at::Tensor& weight, const at::Tensor& x,
-                int64_t dim) {
+void check_bias(const char* op, const OptTensor& bias, const at::Tensor& weight, const at::Tensor& x, int64_t dim) {
   if (!bias) return;
   check_same_device(op, "bias", *bias, x);
   TORCH_CHECK(bias->scalar_type() == weight.scalar_type(), op, ": bias must have weight's dtype (",
@@ -108,26 +106,25 @@ void check_bias(const char* op, const OptTensor& bias, const at::Tensor& weight,
 // A tensor with x's device, dtype and shape, and stride 1 along the dim x has it (its layout).
 void check_like_x(const char* op, const char* name, const at::Tensor& t, const at::Tensor& x, bool channel_last) {
   check_same_device(op, name, t, x);
-  TORCH_CHECK(t.scalar_type() == x.scalar_type(), op, ": ", name, " must have x's dtype (", x.scalar_type(),
-              "), got ", t.scalar_type());
+  TORCH_CHECK(t.scalar_type() == x.scalar_type(), op, ": ", name, " must have x's dtype (", x.scalar_type(), "), got ",
+              t.scalar_type());
   check_shape(op, name, t, {x.size(0), x.size(1), x.size(2)}, "x's shape (batch, dim, seqlen)");
   TORCH_CHECK(unit_stride(t, channel_last ? 1 : 2), op, ": ", name, " must have stride 1 along ",
               channel_last ? "dim (x is channel-last)" : "seqlen (x is channel-first)", ", got strides ",
               shape_str(t.strides()));
 }
 
-void check_no_overlap(const char* op, const char* name, const at::Tensor& a, const char* other,
-                      const at::Tensor& b) {
+void check_no_overlap(const char* op, const char* name, const at::Tensor& a, const char* other, const at::Tensor& b) {
   const auto overlap = at::get_overlap_status(a, b);
-  TORCH_CHECK(overlap != at::MemOverlapStatus::Full && overlap != at::MemOverlapStatus::Partial, op, ": ",
-              name, " must not share memory with ", other);
+  TORCH_CHECK(overlap != at::MemOverlapStatus::Full && overlap != at::MemOverlapStatus::Partial, op, ": ", name,
+              " must not share memory with ", other);
 }
 
 // (batch, dim, width - 1) states in x's dtype, any strides.
 void check_states(const char* op, const char* name, const at::Tensor& s, const at::Tensor& x, int width) {
   check_same_device(op, name, s, x);
-  TORCH_CHECK(s.scalar_type() == x.scalar_type(), op, ": ", name, " must have x's dtype (", x.scalar_type(),
-              "), got ", s.scalar_type());
+  TORCH_CHECK(s.scalar_type() == x.scalar_type(), op, ": ", name, " must have x's dtype (", x.scalar_type(), "), got ",
+              s.scalar_type());
   check_shape(op, name, s, {x.size(0), x.size(1), width - 1}, "(batch, dim, width - 1)");
 }
 
@@ -181,8 +178,8 @@ constexpr const char* kUpdate = "causal_conv1d_update";
 }  // namespace
 
 FwdParams make_fwd_params(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias,
-                          const OptTensor& seq_idx, const OptTensor& initial_states,
-                          const at::Tensor& out, const OptTensor& final_states_out, bool silu) {
+                          const OptTensor& seq_idx, const OptTensor& initial_states, const at::Tensor& out,
+                          const OptTensor& final_states_out, bool silu) {
   TORCH_CHECK(!(seq_idx && (initial_states || final_states_out)), kFwd,
               ": seq_idx cannot be combined with initial_states or final states (final_states_out, "
               "return_final_states=True): which packed sequence they would belong to is ambiguous");
@@ -199,11 +196,10 @@ FwdParams make_fwd_params(const at::Tensor& x, const at::Tensor& weight, const O
   return p;
 }
 
-BwdParams make_bwd_params(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias,
-                          const at::Tensor& dout, const OptTensor& seq_idx, const OptTensor& initial_states,
-                          const OptTensor& dfinal_states, const at::Tensor& dx, const at::Tensor& dweight,
-                          const OptTensor& dbias, const OptTensor& dinitial_states, bool silu,
-                          bool deterministic) {
+BwdParams make_bwd_params(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias, const at::Tensor& dout,
+                          const OptTensor& seq_idx, const OptTensor& initial_states, const OptTensor& dfinal_states,
+                          const at::Tensor& dx, const at::Tensor& dweight, const OptTensor& dbias,
+                          const OptTensor& dinitial_states, bool silu, bool deterministic) {
   TORCH_CHECK(!(seq_idx && (initial_states || dfinal_states || dinitial_states)), kBwd,
               ": seq_idx cannot be combined with initial_states, dfinal_states or dinitial_states");
   BwdParams p;
@@ -246,8 +242,8 @@ BwdParams make_bwd_params(const at::Tensor& x, const at::Tensor& weight, const O
 }
 
 UpdateParams make_update_params(const at::Tensor& x, const at::Tensor& conv_state, const at::Tensor& weight,
-                                const OptTensor& bias, const at::Tensor& out, bool silu,
-                                const OptTensor& cache_seqlens, const OptTensor& conv_state_indices) {
+                                const OptTensor& bias, const at::Tensor& out, bool silu, const OptTensor& cache_seqlens,
+                                const OptTensor& conv_state_indices) {
   TORCH_CHECK(x.dim() == 2 || x.dim() == 3, kUpdate, ": x must be (batch, dim) or (batch, dim, seqlen), got shape ",
               shape_str(x.sizes()));
   UpdateParams p;
@@ -267,19 +263,19 @@ UpdateParams make_update_params(const at::Tensor& x, const at::Tensor& conv_stat
               x.scalar_type(), "), got ", conv_state.scalar_type());
   TORCH_CHECK(conv_state.size(1) == p.dim, kUpdate, ": conv_state.size(1) must be dim = ", p.dim, ", got ",
               conv_state.size(1));
-  TORCH_CHECK(conv_state.size(2) >= p.width - 1, kUpdate, ": conv_state's state_len (size(2)) must be >= width - 1 = ",
-              p.width - 1, ", got ", conv_state.size(2));
-  TORCH_CHECK(conv_state_indices || conv_state.size(0) == p.batch, kUpdate,
-              ": conv_state must have batch = ", p.batch,
+  TORCH_CHECK(conv_state.size(2) >= p.width - 1, kUpdate,
+              ": conv_state's state_len (size(2)) must be >= width - 1 = ", p.width - 1, ", got ", conv_state.size(2));
+  TORCH_CHECK(conv_state_indices || conv_state.size(0) == p.batch, kUpdate, ": conv_state must have batch = ", p.batch,
               " rows when conv_state_indices is None, got ", conv_state.size(0));
   TORCH_CHECK(conv_state.size(0) < (int64_t(1) << 31) && conv_state.size(2) < (int64_t(1) << 31), kUpdate,
-              ": conv_state's cache lines and state_len must each be < 2^31, got shape ", shape_str(conv_state.sizes()));
+              ": conv_state's cache lines and state_len must each be < 2^31, got shape ",
+              shape_str(conv_state.sizes()));
   p.num_cache_lines = conv_state.size(0);
   p.state_len = conv_state.size(2);
 
   check_same_device(kUpdate, "out", out, x);
-  TORCH_CHECK(out.scalar_type() == x.scalar_type(), kUpdate, ": out must have x's dtype (", x.scalar_type(),
-              "), got ", out.scalar_type());
+  TORCH_CHECK(out.scalar_type() == x.scalar_type(), kUpdate, ": out must have x's dtype (", x.scalar_type(), "), got ",
+              out.scalar_type());
   TORCH_CHECK(out.sizes() == x.sizes(), kUpdate, ": out must have x's shape ", shape_str(x.sizes()), ", got ",
               shape_str(out.sizes()));
   check_no_overlap(kUpdate, "out", out, "x", x);

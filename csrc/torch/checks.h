@@ -23,27 +23,26 @@ void check_same_device(const char* op, const char* name, const at::Tensor& t, co
 // "(2, 64, 3)"
 std::string shape_str(at::IntArrayRef sizes);
 
-void check_shape(const char* op, const char* name, const at::Tensor& t,
-                 std::initializer_list<int64_t> expected, const char* expected_desc);
+void check_shape(const char* op, const char* name, const at::Tensor& t, std::initializer_list<int64_t> expected,
+                 const char* expected_desc);
 
 // Turns a launcher's status code into a RuntimeError naming the kernel family.
 void check_launch(const char* op, const char* kernel, int code);
 
 // Builds FwdParams from the op's arguments after checking them all. Layout follows x.
 FwdParams make_fwd_params(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias,
-                          const OptTensor& seq_idx, const OptTensor& initial_states,
-                          const at::Tensor& out, const OptTensor& final_states_out, bool silu);
+                          const OptTensor& seq_idx, const OptTensor& initial_states, const at::Tensor& out,
+                          const OptTensor& final_states_out, bool silu);
 
-BwdParams make_bwd_params(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias,
-                          const at::Tensor& dout, const OptTensor& seq_idx, const OptTensor& initial_states,
-                          const OptTensor& dfinal_states, const at::Tensor& dx, const at::Tensor& dweight,
-                          const OptTensor& dbias, const OptTensor& dinitial_states, bool silu,
-                          bool deterministic);
+BwdParams make_bwd_params(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias, const at::Tensor& dout,
+                          const OptTensor& seq_idx, const OptTensor& initial_states, const OptTensor& dfinal_states,
+                          const at::Tensor& dx, const at::Tensor& dweight, const OptTensor& dbias,
+                          const OptTensor& dinitial_states, bool silu, bool deterministic);
 
 // x may be (batch, dim) (one step) or (batch, dim, seqlen); out has x's shape.
 UpdateParams make_update_params(const at::Tensor& x, const at::Tensor& conv_state, const at::Tensor& weight,
-                                const OptTensor& bias, const at::Tensor& out, bool silu,
-                                const OptTensor& cache_seqlens, const OptTensor& conv_state_indices);
+                                const OptTensor& bias, const at::Tensor& out, bool silu, const OptTensor& cache_seqlens,
+                                const OptTensor& conv_state_indices);
 
 VarlenStatesParams make_varlen_states_params(const at::Tensor& x, const at::Tensor& cu_seqlens,
                                              const at::Tensor& states);

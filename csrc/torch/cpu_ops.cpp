@@ -16,17 +16,16 @@ void torch_parallel_for(int64_t n, int64_t grain, const std::function<void(int64
 void fwd_cpu(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias, const OptTensor& seq_idx,
              const OptTensor& initial_states, const at::Tensor& out, const OptTensor& final_states_out,
              bool silu_activation) {
-  const FwdParams p =
-      make_fwd_params(x, weight, bias, seq_idx, initial_states, out, final_states_out, silu_activation);
+  const FwdParams p = make_fwd_params(x, weight, bias, seq_idx, initial_states, out, final_states_out, silu_activation);
   check_launch("causal_conv1d_fwd", "cpu::launch_fwd", cpu::launch_fwd(p, torch_parallel_for));
 }
 
 void bwd_cpu(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias, const at::Tensor& dout,
              const OptTensor& seq_idx, const OptTensor& initial_states, const OptTensor& dfinal_states,
-             const at::Tensor& dx, const at::Tensor& dweight, const OptTensor& dbias,
-             const OptTensor& dinitial_states, bool silu_activation, bool deterministic) {
-  const BwdParams p = make_bwd_params(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, dweight,
-                                      dbias, dinitial_states, silu_activation, deterministic);
+             const at::Tensor& dx, const at::Tensor& dweight, const OptTensor& dbias, const OptTensor& dinitial_states,
+             bool silu_activation, bool deterministic) {
+  const BwdParams p = make_bwd_params(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, dweight, dbias,
+                                      dinitial_states, silu_activation, deterministic);
   check_launch("causal_conv1d_bwd", "cpu::launch_bwd", cpu::launch_bwd(p, torch_parallel_for));
 }
 
@@ -56,8 +55,8 @@ at::Tensor varlen_states_cpu(const at::Tensor& x, const at::Tensor& cu_seqlens, 
   const int64_t* o = cu.data_ptr<int64_t>();
   TORCH_CHECK(o[0] >= 0, "causal_conv1d_varlen_states: cu_seqlens[0] must be >= 0, got ", o[0]);
   for (int64_t i = 0; i < p.batch; ++i)
-    TORCH_CHECK(o[i + 1] >= o[i], "causal_conv1d_varlen_states: cu_seqlens must be non-decreasing, got cu_seqlens[",
-                i, "] = ", o[i], " > cu_seqlens[", i + 1, "] = ", o[i + 1]);
+    TORCH_CHECK(o[i + 1] >= o[i], "causal_conv1d_varlen_states: cu_seqlens must be non-decreasing, got cu_seqlens[", i,
+                "] = ", o[i], " > cu_seqlens[", i + 1, "] = ", o[i + 1]);
   TORCH_CHECK(o[p.batch] <= p.total_tokens, "causal_conv1d_varlen_states: cu_seqlens[-1] = ", o[p.batch],
               " exceeds x.size(0) = ", p.total_tokens);
   check_launch("causal_conv1d_varlen_states", "cpu::launch_varlen_states",

@@ -36,8 +36,8 @@ void check_device_supported(const char* op, const at::Device& device) {
               " pip install --no-build-isolation .");
 #else
   constexpr bool kHip = false;
-  TORCH_CHECK(arch_supported(compiled, arch, kHip), op, ": this build of causal_conv1d has GPU code for sm_",
-              compiled, " but ", device, " is sm_", arch, ". Rebuild for it: CAUSAL_CONV1D_CUDA_ARCHS=", arch,
+  TORCH_CHECK(arch_supported(compiled, arch, kHip), op, ": this build of causal_conv1d has GPU code for sm_", compiled,
+              " but ", device, " is sm_", arch, ". Rebuild for it: CAUSAL_CONV1D_CUDA_ARCHS=", arch,
               " pip install --no-build-isolation .");
 #endif
   const int expected_warp = expected_warp_size(arch, kHip);
@@ -48,8 +48,7 @@ void check_device_supported(const char* op, const at::Device& device) {
 
 // The current stream of x's device, as the runtime's handle (hipStream_t / cudaStream_t).
 void* current_stream(const at::Device& device) {
-  return reinterpret_cast<void*>(
-      c10::impl::getDeviceGuardImpl(device.type())->getStream(device).native_handle());
+  return reinterpret_cast<void*>(c10::impl::getDeviceGuardImpl(device.type())->getStream(device).native_handle());
 }
 
 void fwd_gpu(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias, const OptTensor& seq_idx,
@@ -64,8 +63,8 @@ void fwd_gpu(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bia
 
 void bwd_gpu(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias, const at::Tensor& dout,
              const OptTensor& seq_idx, const OptTensor& initial_states, const OptTensor& dfinal_states,
-             const at::Tensor& dx, const at::Tensor& dweight, const OptTensor& dbias,
-             const OptTensor& dinitial_states, bool silu_activation, bool deterministic) {
+             const at::Tensor& dx, const at::Tensor& dweight, const OptTensor& dbias, const OptTensor& dinitial_states,
+             bool silu_activation, bool deterministic) {
   const c10::DeviceGuard guard(x.device());
   check_device_supported("causal_conv1d_bwd", x.device());
   BwdParams p = make_bwd_params(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, dweight, dbias,

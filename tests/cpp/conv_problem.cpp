@@ -18,7 +18,7 @@ std::vector<Case> fwd_cases() {
   v.push_back({DType::kFloat32, DType::kFloat32, 4, false, true, true, true, false, 1, 3, 2});  // L < W-1
   v.push_back({DType::kFloat32, DType::kFloat32, 4, true, true, true, true, false, 1, 3, 1});
   v.push_back({DType::kBFloat16, DType::kFloat32, 3, false, false, true, false, false, 1, 1, 5000});  // > chunk
-  v.push_back({DType::kFloat16, DType::kFloat32, 4, true, true, false, false, true, 2, 200, 40});  // > channel block
+  v.push_back({DType::kFloat16, DType::kFloat32, 4, true, true, false, false, true, 2, 200, 40});     // > channel block
   // Sizes that are multiples of every vector width: the all-aligned GPU paths.
   v.push_back({DType::kBFloat16, DType::kFloat32, 4, false, true, true, true, false, 2, 64, 256});
   v.push_back({DType::kBFloat16, DType::kBFloat16, 4, true, true, true, true, false, 2, 512, 64});

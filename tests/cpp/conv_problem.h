@@ -87,7 +87,6 @@ struct Problem {
   }
 };
 
-
 // Backward of a Problem: dout random, dfinal random when the case has states; dweight/dbias start
 // at zero (the launchers accumulate into them).
 struct BwdProblem {

@@ -43,7 +43,8 @@ TEST_P(CpuBwd, MatchesFormula) {
     }
   double scale = 1.0;
   for (double v : pr.want_dweight) scale = std::max(scale, std::fabs(v));
-  for (size_t i = 0; i < pr.dweight.size(); ++i) expect_close(pr.dweight[i], pr.want_dweight[i], tx, scale, "dweight", i);
+  for (size_t i = 0; i < pr.dweight.size(); ++i)
+    expect_close(pr.dweight[i], pr.want_dweight[i], tx, scale, "dweight", i);
   if (c.bias)
     for (size_t i = 0; i < pr.dbias.size(); ++i) expect_close(pr.dbias[i], pr.want_dbias[i], tx, scale, "dbias", i);
 }
@@ -91,8 +92,8 @@ TEST_P(CpuUpdate, MatchesFormula) {
 INSTANTIATE_TEST_SUITE_P(All, CpuUpdate, ::testing::ValuesIn(cc_test::update_cases()),
                          [](const ::testing::TestParamInfo<UpdateCase>& info) {
                            const UpdateCase& c = info.param;
-                           return std::string(causal_conv1d::dtype_name(c.xt)) + "_w" + std::to_string(c.width) +
-                                  "_L" + std::to_string(c.seqlen) + "_S" + std::to_string(c.state_len) +
+                           return std::string(causal_conv1d::dtype_name(c.xt)) + "_w" + std::to_string(c.width) + "_L" +
+                                  std::to_string(c.seqlen) + "_S" + std::to_string(c.state_len) +
                                   (c.circular ? "_circ" : "_shift") + (c.indices ? "_idx" : "") + "_" +
                                   std::to_string(info.index);
                          });

@@ -53,8 +53,7 @@ TEST(CpuFwdStatus, RejectsUnsupportedWidth) {
   Case c{DType::kFloat32, DType::kFloat32, 4, false, false, false, false, false, 1, 2, 8};
   Problem pr(c);
   pr.p.width = 5;
-  EXPECT_EQ(causal_conv1d::cpu::launch_fwd(pr.p, causal_conv1d::cpu::serial_for),
-            causal_conv1d::kErrUnsupportedWidth);
+  EXPECT_EQ(causal_conv1d::cpu::launch_fwd(pr.p, causal_conv1d::cpu::serial_for), causal_conv1d::kErrUnsupportedWidth);
 }
 
 }  // namespace

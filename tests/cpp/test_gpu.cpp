@@ -181,8 +181,8 @@ TEST_P(GpuUpdate, MatchesCpu) {
   if (!cc_test::have_gpu()) GTEST_SKIP() << "no GPU visible";
   UpdateProblem cpu(GetParam()), gpu(GetParam());
   ASSERT_EQ(causal_conv1d::cpu::launch_update(cpu.p, causal_conv1d::cpu::serial_for), 0);
-  DeviceBuffer x(gpu.x.bytes), w(gpu.w.bytes), bias(gpu.bias.bytes), state(gpu.state.bytes),
-      out(gpu.out.bytes), cs(gpu.cache_seqlens), idx(gpu.indices);
+  DeviceBuffer x(gpu.x.bytes), w(gpu.w.bytes), bias(gpu.bias.bytes), state(gpu.state.bytes), out(gpu.out.bytes),
+      cs(gpu.cache_seqlens), idx(gpu.indices);
   causal_conv1d::UpdateParams p = gpu.p;
   p.x = x.ptr, p.weight = w.ptr, p.bias = bias.ptr, p.conv_state = state.ptr, p.out = out.ptr;
   if (p.cache_seqlens) p.cache_seqlens = static_cast<const int32_t*>(cs.ptr);

@@ -60,8 +60,7 @@ TEST_P(VarlenStates, GpuMatchesCpu) {
 }
 #endif
 
-INSTANTIATE_TEST_SUITE_P(All, VarlenStates,
-                         ::testing::Values(DType::kFloat32, DType::kFloat16, DType::kBFloat16),
+INSTANTIATE_TEST_SUITE_P(All, VarlenStates, ::testing::Values(DType::kFloat32, DType::kFloat16, DType::kBFloat16),
                          [](const auto& info) { return std::string(causal_conv1d::dtype_name(info.param)); });
 
 }  // namespace

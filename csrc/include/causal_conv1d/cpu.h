@@ -13,8 +13,7 @@ namespace causal_conv1d::cpu {
 
 // Runs body(begin, end) over disjoint sub-ranges covering [0, n), in parallel if it likes.
 // grain is the smallest range worth a task.
-using ParallelFor =
-    std::function<void(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body)>;
+using ParallelFor = std::function<void(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body)>;
 
 // A ParallelFor that runs everything on the calling thread.
 void serial_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body);

@@ -61,7 +61,7 @@ CC_HOST_DEVICE inline uint16_t float_to_bf16(float f) {
 #else
   uint32_t u = float_bits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u);  // quiet NaN
-  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
+  u += 0x7fffu + ((u >> 16) & 1u);                                          // round to nearest even
   return uint16_t(u >> 16);
 #endif
 }
@@ -76,7 +76,7 @@ CC_HOST_DEVICE inline float half_to_float(uint16_t h) {
   const uint32_t exp = (h >> 10) & 0x1fu;
   const uint32_t mant = h & 0x3ffu;
   if (exp == 0x1f) return bits_float(sign | 0x7f800000u | (mant << 13));  // inf / NaN
-  if (exp == 0) {  // zero or subnormal: mant * 2^-24
+  if (exp == 0) {                                                         // zero or subnormal: mant * 2^-24
     const float mag = float(mant) * 5.9604644775390625e-08f;
     return sign ? -mag : mag;
   }
@@ -94,7 +94,7 @@ CC_HOST_DEVICE inline uint16_t float_to_half(float f) {
   const uint32_t sign = (u >> 16) & 0x8000u;
   uint32_t a = u & 0x7fffffffu;
   if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u | ((a >> 13) & 0x3ffu));  // NaN stays NaN
-  if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // >= 65520 rounds to inf
+  if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00u);                        // >= 65520 rounds to inf
   if (a < 0x38800000u) {
     // Below the smallest normal half (2^-14): adding 0.5 puts the value's 2^-24 units in the
     // float mantissa, and the float addition does the round-to-nearest-even for us.
@@ -113,11 +113,17 @@ CC_HOST_DEVICE inline float to_float(BFloat16 v) { return bf16_to_float(v.bits);
 template <typename T>
 CC_HOST_DEVICE inline T from_float(float v);
 template <>
-CC_HOST_DEVICE inline float from_float<float>(float v) { return v; }
+CC_HOST_DEVICE inline float from_float<float>(float v) {
+  return v;
+}
 template <>
-CC_HOST_DEVICE inline Half from_float<Half>(float v) { return Half{float_to_half(v)}; }
+CC_HOST_DEVICE inline Half from_float<Half>(float v) {
+  return Half{float_to_half(v)};
+}
 template <>
-CC_HOST_DEVICE inline BFloat16 from_float<BFloat16>(float v) { return BFloat16{float_to_bf16(v)}; }
+CC_HOST_DEVICE inline BFloat16 from_float<BFloat16>(float v) {
+  return BFloat16{float_to_bf16(v)};
+}
 
 // Reads element i of an array whose dtype is known only at run time (weights, bias, states:
 // values loaded a few times per thread, where a template parameter would only multiply the

@@ -111,7 +111,7 @@ struct UpdateParams {
   int64_t out_batch_stride = 0, out_c_stride = 0, out_l_stride = 0;
   void* conv_state = nullptr;
   int64_t state_batch_stride = 0, state_c_stride = 0, state_l_stride = 0;
-  const int32_t* cache_seqlens = nullptr;  // optional, contiguous
+  const int32_t* cache_seqlens = nullptr;       // optional, contiguous
   const int32_t* conv_state_indices = nullptr;  // optional, contiguous
 };
 

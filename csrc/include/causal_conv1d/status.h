@@ -9,9 +9,9 @@ namespace causal_conv1d {
 
 enum StatusCode : int {
   kSuccess = 0,
-  kErrUnsupportedWidth = -1,   // width outside [kMinWidth, kMaxWidth]
-  kErrUnsupportedDType = -2,   // DType value not in the enum
-  kErrInvalidParams = -3,      // params violate an invariant the torch layer should have checked
+  kErrUnsupportedWidth = -1,  // width outside [kMinWidth, kMaxWidth]
+  kErrUnsupportedDType = -2,  // DType value not in the enum
+  kErrInvalidParams = -3,     // params violate an invariant the torch layer should have checked
 };
 
 // Text for our negative codes; for positive codes the GPU library provides gpu_status_string().
