@@ -3,7 +3,14 @@
 # pytest on CPU and GPU, optional compute-sanitizer runs, and the bandwidth benchmark. Logs go to
 # $OUT (default ./gpu_out).
 #
-#   scripts/gpu_check.sh [all|test|bench|sanitize]... [-- PYTEST_ARGS...]
+#   scripts/gpu_check.sh [all|test|exhaustive|conformance|sanitize|bench]... [-- PYTEST_ARGS...]
+#
+#   test         build with tests, ctest, pytest (default run) on CPU and GPU
+#   exhaustive   pytest -m exhaustive: the full sweeps and > 2^31-element cases (per kernel change)
+#   conformance  upstream's own test suite against this build (scripts/upstream_conformance.sh),
+#                from the checkout in $CAUSAL_CONV1D_UPSTREAM (default peers/causal-conv1d)
+#   sanitize     the GPU GoogleTests under compute-sanitizer memcheck and racecheck
+#   bench        benchmarks/bench.py
 #
 # Needs a CUDA build of PyTorch, nvcc, CMake; CAUSAL_CONV1D_CUDA_ARCHS defaults to 90 (Hopper).
 # GoogleTest is found installed or built from CAUSAL_CONV1D_GTEST_SOURCE_DIR.
@@ -33,7 +40,17 @@ status=0
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
 if want test; then
-  scripts/test.sh -rfE "${pytest_args[@]}" 2>&1 | tee "$OUT/test.log"
+  CAUSAL_CONV1D_TEST_WHEEL=0 scripts/test.sh -rfE "${pytest_args[@]}" 2>&1 | tee "$OUT/test.log"
+  ((PIPESTATUS[0] == 0)) || status=1
+fi
+if want exhaustive; then
+  python3 -m pytest tests/python -q -p no:cacheprovider -rfE -m exhaustive "${pytest_args[@]}" 2>&1 |
+    tee "$OUT/exhaustive.log"
+  ((PIPESTATUS[0] == 0)) || status=1
+fi
+if want conformance; then
+  scripts/upstream_conformance.sh "${CAUSAL_CONV1D_UPSTREAM:-peers/causal-conv1d}" "${pytest_args[@]}" 2>&1 |
+    tee "$OUT/conformance.log"
   ((PIPESTATUS[0] == 0)) || status=1
 fi
 if want sanitize; then
