@@ -206,3 +206,21 @@ def axis(values, ids=None):
     """[(value, id), ...] for sweep()."""
     ids = ids or [dtype_id(v) if isinstance(v, torch.dtype) else str(v) for v in values]
     return list(zip(values, ids))
+
+
+def kernel_variant_sweep():
+    """The (xtype, wtype, width, channel_last, silu, has_bias) sweep of the forward and backward
+    parity tests: the default run keeps every kernel variant (x dtype, width, layout, activation)
+    with and without bias, the weight dtype rotating (72 of 216 cases)."""
+    return sweep(
+        dict(
+            xtype=axis(DTYPES),
+            wtype=axis(DTYPES),
+            width=axis(WIDTHS),
+            channel_last=axis(LAYOUTS, LAYOUT_IDS),
+            silu=axis([False, True], ["id", "silu"]),
+            has_bias=axis([False, True], ["nobias", "bias"]),
+        ),
+        default=lambda xtype, wtype, width, channel_last, silu, has_bias: (wtype + has_bias + width + channel_last) % 3
+        == 0,
+    )

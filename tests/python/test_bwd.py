@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from _reference import (
+    kernel_variant_sweep,
     axis,
     sweep,
     DTYPES,
@@ -56,18 +57,7 @@ def check_grads(x, w, b=None, seq_idx=None, init=None, silu=True, final=False):
     return x.grad
 
 
-@sweep(
-    dict(
-        xtype=axis(DTYPES),
-        wtype=axis(DTYPES),
-        width=axis(WIDTHS),
-        channel_last=axis(LAYOUTS, LAYOUT_IDS),
-        silu=axis([False, True], ["id", "silu"]),
-        has_bias=axis([False, True], ["nobias", "bias"]),
-    ),
-    # every kernel variant with and without bias, the weight dtype rotating: 72 of 216 cases
-    default=lambda xtype, wtype, width, channel_last, silu, has_bias: (wtype + has_bias + width + channel_last) % 3 == 0,
-)
+@kernel_variant_sweep()
 def test_grads_dtypes_widths_layouts(device, xtype, wtype, width, channel_last, has_bias, silu):
     x = make_x(2, 19, 77, xtype, device, channel_last)
     w = torch.randn(19, width, dtype=wtype, device=device) * 0.5

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from _reference import (
+    kernel_variant_sweep,
     axis,
     sweep,
     DTYPES,
@@ -29,20 +30,9 @@ def _params(dim, width, wtype, device, bias=True):
     return w, b
 
 
-@sweep(
-    dict(
-        xtype=axis(DTYPES),
-        wtype=axis(DTYPES),
-        width=axis(WIDTHS),
-        channel_last=axis(LAYOUTS, LAYOUT_IDS),
-        activation=axis([None, "silu"], ["id", "silu"]),
-        has_bias=axis([False, True], ["nobias", "bias"]),
-    ),
-    # every kernel variant (x dtype, width, layout, activation) with and without bias, the
-    # weight dtype rotating: 72 of 216 cases
-    default=lambda xtype, wtype, width, channel_last, activation, has_bias: (wtype + has_bias + width + channel_last) % 3 == 0,
-)
-def test_dtypes_widths_layouts(device, xtype, wtype, width, channel_last, has_bias, activation):
+@kernel_variant_sweep()
+def test_dtypes_widths_layouts(device, xtype, wtype, width, channel_last, has_bias, silu):
+    activation = "silu" if silu else None
     x = make_x(2, 37, 129, xtype, device, channel_last)
     w, b = _params(37, width, wtype, device, has_bias)
     out = causal_conv1d_fn(x, w, b, activation=activation)
