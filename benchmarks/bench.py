@@ -1,35 +1,43 @@
 #!/usr/bin/env python3
-"""Effective bandwidth of the GPU kernels against device-to-device copy bandwidth, same process.
+"""Effective bandwidth of the GPU kernels next to device-to-device copy bandwidth and, with --peer,
+next to another installed causal-conv1d (upstream built from source), all in one run.
 
-effective bandwidth = minimal bytes that must move (read x, write out, plus states, weights,
-bias; for the update also conv_state read and written) / kernel time. Copy bandwidth = bytes read
-plus written by a large device-to-device tensor copy. The ratio of the two is what the targets
-are stated in. Inputs rotate among several buffer sets so no call is served from the L2 cache.
+effective bandwidth = minimal bytes that must move / kernel time. Forward: x read + out written;
+backward: x and dout read + dx written; update: x read, out written, the conv_state window read
+and written. Copy bandwidth = bytes read + written by a large device-to-device copy, measured in
+the same process. Inputs rotate among enough buffer sets that every cycle touches more than
+--rotate-bytes (default 256 MB: more than an H200's 60 MB L2 and a gfx1201's 64 MB Infinity
+Cache), so no call is served from a cache.
 
-    python benchmarks/bench.py                      # the table from design.md / the issues
-    python benchmarks/bench.py --json out.json --quick
+Both implementations are driven through the same entry points, the `causal_conv1d_cuda` module
+(ours provides upstream's signatures) and `causal_conv1d.causal_conv1d_update`; the peer runs in
+a separate process with its prefix first on the import path.
 
-Prints a table and writes every number to --json.
+    python benchmarks/bench.py                               # ours only
+    python benchmarks/bench.py --peer /tmp/upstream --json benchmarks/results/h200.json
+    python benchmarks/bench.py --quick --only fwd
+
+Writes one row per (impl, op, layout, shape, dtype, width, variant) with `us` and `pct_copy`.
 """
 
 import argparse
 import datetime
 import json
 import math
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 import torch
 import torch.nn.functional as F
 
-import causal_conv1d  # noqa: F401  (loads the ops)
-from causal_conv1d import causal_conv1d_update
-from causal_conv1d._ops import ops
-
-FWD_SHAPES = [(1, 8192, 16384), (4, 5376, 8192), (8, 4096, 4096), (16, 2048, 2048), (2, 8192, 1024)]
+FWD_SHAPES = [(1, 8192, 16384), (4, 5376, 8192), (8, 4096, 4096), (16, 2048, 2048), (2, 8192, 1024), (1, 4096, 256)]
+LARGE = [(1, 8192, 16384), (4, 5376, 8192), (8, 4096, 4096)]
 UPDATE_BATCHES = [1, 16, 64, 256]
-ROTATE_BYTES = 256 << 20  # rotate buffer sets until at least this much memory is touched per cycle
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
 def esize(dtype):
@@ -37,7 +45,7 @@ def esize(dtype):
 
 
 def time_calls(calls, reps, warmup=3):
-    """Median time (s) of one call, timing each with CUDA events; calls rotate over buffer sets."""
+    """Median time (s) of one call, each timed with device events; calls rotate over buffer sets."""
     for i in range(warmup * len(calls)):
         calls[i % len(calls)]()
     torch.cuda.synchronize()
@@ -55,177 +63,247 @@ def copy_bandwidth(nbytes=2 << 30):
     src = torch.empty(nbytes // 2, dtype=torch.bfloat16, device="cuda").normal_()
     dst = torch.empty_like(src)
     t = time_calls([lambda: dst.copy_(src)], reps=20)
+    del src, dst
     return 2 * nbytes / t
 
 
-def n_sets(bytes_per_call):
-    return max(1, math.ceil(ROTATE_BYTES / max(bytes_per_call, 1)))
+class Bench:
+    def __init__(self, impl, rotate_bytes, quick):
+        import causal_conv1d_cuda  # ours, or the peer's when its prefix is first on the path
 
+        self.cc = causal_conv1d_cuda
+        self.impl = impl
+        self.rotate_bytes = rotate_bytes
+        self.reps = 10 if quick else 30
+        self.rows = []
 
-def bench_fwd(shape, layout, dtype, width=4, reps=30):
-    batch, dim, seqlen = shape
-    nbytes = 2 * batch * dim * seqlen * esize(dtype)
-    w = torch.randn(dim, width, device="cuda", dtype=dtype)
-    b = torch.randn(dim, device="cuda", dtype=dtype)
-    calls = []
-    for _ in range(n_sets(nbytes)):
-        if layout == "cl":
-            x = torch.randn(batch, seqlen, dim, device="cuda", dtype=dtype).transpose(1, 2)
-            out = torch.empty(batch, seqlen, dim, device="cuda", dtype=dtype).transpose(1, 2)
-        else:
-            x = torch.randn(batch, dim, seqlen, device="cuda", dtype=dtype)
-            out = torch.empty_like(x)
-        calls.append(lambda x=x, out=out: ops.fwd(x, w, b, None, None, out, None, True))
-    t = time_calls(calls, reps)
-    moved = nbytes + (dim * width + dim) * esize(dtype)
-    return t, moved
+    def sets(self, bytes_per_call):
+        return max(1, math.ceil(self.rotate_bytes / max(bytes_per_call, 1)))
 
+    def add(self, op, layout, dtype, shape, width, t, moved, variant=""):
+        row = dict(impl=self.impl, op=op, layout=layout, dtype=dtype, shape=list(shape), width=width,
+                   variant=variant, us=t * 1e6, GBps=moved / t / 1e9)
+        self.rows.append(row)
+        print(f"{self.impl:9} {op:7} {layout:3} {dtype:5} w{width} {str(tuple(shape)):20} {variant:12} "
+              f"{row['us']:9.2f} us {row['GBps']:7.0f} GB/s", flush=True)
 
-def bench_bwd(shape, layout, dtype, deterministic, width=4, reps=20):
-    """Backward kernel time; bytes = read x and dout, write dx, plus the dweight/dbias partials."""
-    batch, dim, seqlen = shape
-    nbytes = 3 * batch * dim * seqlen * esize(dtype)
-    w = torch.randn(dim, width, device="cuda", dtype=dtype)
-    b = torch.randn(dim, device="cuda", dtype=dtype)
-    dw = torch.zeros(dim, width, device="cuda")
-    db = torch.zeros(dim, device="cuda")
-    calls = []
-    for _ in range(n_sets(nbytes)):
-        if layout == "cl":
-            x, dout, dx = (torch.randn(batch, seqlen, dim, device="cuda", dtype=dtype).transpose(1, 2) for _ in range(3))
-        else:
-            x, dout, dx = (torch.randn(batch, dim, seqlen, device="cuda", dtype=dtype) for _ in range(3))
-        calls.append(lambda x=x, dout=dout, dx=dx: ops.bwd(x, w, b, dout, None, None, None, dx, dw, db, None, True,
-                                                          deterministic))
-    t = time_calls(calls, reps)
-    tiles = seqlen / (64 if layout == "cl" else 128 * (16 // esize(dtype)))
-    partials = 2 * batch * math.ceil(tiles) * dim * (width + 1) * 4 if deterministic else 0
-    return t, nbytes + partials + 2 * (dim * width + dim) * esize(dtype)
+    def fwd(self, shape, layout, dtype, width=4, variant=""):
+        batch, dim, seqlen = shape
+        dt = DTYPES[dtype]
+        nbytes = 2 * batch * dim * seqlen * esize(dt)
+        w = torch.randn(dim, width, device="cuda", dtype=dt)
+        b = torch.randn(dim, device="cuda", dtype=dt)
+        calls = []
+        for _ in range(self.sets(nbytes)):
+            if layout == "cl":
+                x = torch.randn(batch, seqlen, dim, device="cuda", dtype=dt).transpose(1, 2)
+                out = torch.empty(batch, seqlen, dim, device="cuda", dtype=dt).transpose(1, 2)
+            else:
+                x = torch.randn(batch, dim, seqlen, device="cuda", dtype=dt)
+                out = torch.empty_like(x)
+            seq = init = fin = None
+            if variant == "seq_idx":  # 8 packed sequences a row
+                seq = (torch.arange(seqlen, device="cuda", dtype=torch.int32) * 8 // seqlen).expand(batch, seqlen)
+                seq = seq.contiguous()
+            if variant == "states":
+                init = torch.randn(batch, width - 1, dim, device="cuda", dtype=dt).transpose(1, 2)
+                fin = torch.empty(batch, width - 1, dim, device="cuda", dtype=dt).transpose(1, 2)
+            calls.append(lambda x=x, out=out, seq=seq, init=init, fin=fin:
+                         self.cc.causal_conv1d_fwd(x, w, b, seq, init, out, fin, True))
+        self.add("fwd", layout, dtype, shape, width, time_calls(calls, self.reps), nbytes, variant)
 
+    def bwd(self, shape, layout, dtype, deterministic, width=4):
+        batch, dim, seqlen = shape
+        dt = DTYPES[dtype]
+        nbytes = 3 * batch * dim * seqlen * esize(dt)
+        w = torch.randn(dim, width, device="cuda", dtype=dt)
+        b = torch.randn(dim, device="cuda", dtype=dt)
+        dw = torch.zeros(dim, width, device="cuda")
+        db = torch.zeros(dim, device="cuda")
+        calls = []
+        for _ in range(self.sets(nbytes)):
+            if layout == "cl":
+                x, dout, dx = (torch.randn(batch, seqlen, dim, device="cuda", dtype=dt).transpose(1, 2) for _ in range(3))
+            else:
+                x, dout, dx = (torch.randn(batch, dim, seqlen, device="cuda", dtype=dt) for _ in range(3))
+            calls.append(lambda x=x, dout=dout, dx=dx:
+                         self.cc.causal_conv1d_bwd(x, w, b, dout, None, None, None, dx, dw, db, None, True))
+        os.environ["CAUSAL_CONV1D_DETERMINISTIC"] = "1" if deterministic else "0"
+        try:
+            t = time_calls(calls, max(10, self.reps // 2))
+        finally:
+            del os.environ["CAUSAL_CONV1D_DETERMINISTIC"]
+        self.add("bwd", layout, dtype, shape, width, t, nbytes, "deterministic" if deterministic else "")
 
-def bench_fwd_torch_fallback(shape, dtype, width=4, reps=10):
-    """What models fall back to without the extension: F.conv1d(groups=dim) + SiLU."""
-    batch, dim, seqlen = shape
-    x = torch.randn(batch, dim, seqlen, device="cuda", dtype=dtype)
-    w = torch.randn(dim, 1, width, device="cuda", dtype=dtype)
-    b = torch.randn(dim, device="cuda", dtype=dtype)
-    t = time_calls([lambda: F.silu(F.conv1d(x, w, b, padding=width - 1, groups=dim)[..., :seqlen])], reps)
-    return t, 2 * x.numel() * esize(dtype)
+    def update_graph(self, batch, dim=8192, dtype="bf16", width=4):
+        """Kernel time per update from replays of a CUDA graph of many updates (no launch gaps)."""
+        dt = DTYPES[dtype]
+        state_len = width - 1
+        per_call = batch * dim * (2 + 2 * state_len) * esize(dt)
+        count = max(8, self.sets(per_call))
+        w = torch.randn(dim, width, device="cuda", dtype=dt)
+        b = torch.randn(dim, device="cuda", dtype=dt)
+        # x and out (batch, dim, 1): the form upstream's extension takes (its Python adds the axis)
+        sets = [(torch.randn(batch, dim, 1, device="cuda", dtype=dt),
+                 torch.randn(batch, dim, state_len, device="cuda", dtype=dt),
+                 torch.empty(batch, dim, 1, device="cuda", dtype=dt)) for _ in range(count)]
+        for x, state, out in sets:  # warm up outside capture
+            self.cc.causal_conv1d_update(x, state, w, b, out, True, None, None)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for x, state, out in sets:
+                self.cc.causal_conv1d_update(x, state, w, b, out, True, None, None)
+        graph.replay()
+        torch.cuda.synchronize()
+        t = time_calls([graph.replay], 20) / count
+        self.add("update", "-", dtype, (batch, dim, 1), width, t, per_call, "graph")
 
+    def update_eager(self, dim=8192, dtype="bf16", width=4, calls=2000):
+        """Wall time per eager causal_conv1d.causal_conv1d_update call from Python at batch 1."""
+        from causal_conv1d import causal_conv1d_update
 
-def update_sets(batch, dim, width, state_len, dtype, count):
-    w = torch.randn(dim, width, device="cuda", dtype=dtype)
-    b = torch.randn(dim, device="cuda", dtype=dtype)
-    sets = []
-    for _ in range(count):
-        x = torch.randn(batch, dim, device="cuda", dtype=dtype)
-        state = torch.randn(batch, dim, state_len, device="cuda", dtype=dtype)
-        sets.append((x, state, torch.empty_like(x)))
-    return w, b, sets
-
-
-def bench_update_graph(batch, dim, dtype, width=4, reps=20):
-    """Kernel time per update, from replays of a CUDA graph of many updates (no launch gaps)."""
-    state_len = width - 1
-    per_call = batch * dim * (2 + 2 * state_len) * esize(dtype)
-    count = max(8, n_sets(per_call))
-    w, b, sets = update_sets(batch, dim, width, state_len, dtype, count)
-    for x, state, out in sets:  # warm up outside capture
-        ops.update(x, state, w, b, out, True, None, None)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for x, state, out in sets:
-            ops.update(x, state, w, b, out, True, None, None)
-    graph.replay()
-    torch.cuda.synchronize()
-    t = time_calls([graph.replay], reps) / count
-    return t, per_call + (dim * width + dim) * esize(dtype)
-
-
-def bench_update_eager(dim=8192, dtype=torch.bfloat16, width=4, calls=2000):
-    """Wall time per eager causal_conv1d_update call from Python at batch 1 (the decode loop)."""
-    w, b, sets = update_sets(1, dim, width, width - 1, dtype, 1)
-    x, state, _ = sets[0]
-    for _ in range(200):
-        causal_conv1d_update(x, state, w, b, "silu")
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(5):
-        start = time.perf_counter()
-        for _ in range(calls):
+        dt = DTYPES[dtype]
+        w = torch.randn(dim, width, device="cuda", dtype=dt)
+        b = torch.randn(dim, device="cuda", dtype=dt)
+        x = torch.randn(1, dim, device="cuda", dtype=dt)
+        state = torch.randn(1, dim, width - 1, device="cuda", dtype=dt)
+        for _ in range(200):
             causal_conv1d_update(x, state, w, b, "silu")
         torch.cuda.synchronize()
-        samples.append((time.perf_counter() - start) / calls)
-    return statistics.median(samples)
+        samples = []
+        for _ in range(5):
+            start = time.perf_counter()
+            for _ in range(calls):
+                causal_conv1d_update(x, state, w, b, "silu")
+            torch.cuda.synchronize()
+            samples.append((time.perf_counter() - start) / calls)
+        t = statistics.median(samples)
+        self.add("update", "-", dtype, (1, dim, 1), width, t, 1 * dim * (2 + 2 * (width - 1)) * esize(dt), "eager")
+
+    def fallback(self, shape, dtype="bf16", width=4):
+        """What models fall back to without the extension: F.conv1d(groups=dim) + SiLU."""
+        batch, dim, seqlen = shape
+        dt = DTYPES[dtype]
+        nbytes = 2 * batch * dim * seqlen * esize(dt)
+        w = torch.randn(dim, 1, width, device="cuda", dtype=dt)
+        b = torch.randn(dim, device="cuda", dtype=dt)
+        calls = []
+        for _ in range(min(4, self.sets(nbytes))):
+            x = torch.randn(batch, dim, seqlen, device="cuda", dtype=dt)
+            calls.append(lambda x=x: F.silu(F.conv1d(x, w, b, padding=width - 1, groups=dim)[..., :seqlen]))
+        self.add("fwd", "cf", dtype, shape, width, time_calls(calls, 5), nbytes)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--json", help="write all results here")
-    ap.add_argument("--quick", action="store_true", help="bf16 only, fewer repetitions")
-    ap.add_argument("--no-fallback", action="store_true", help="skip the F.conv1d comparison")
-    ap.add_argument("--only", choices=["all", "fwd", "bwd", "update"], default="all", help="which kernels to time")
-    args = ap.parse_args()
-    if not torch.cuda.is_available():
-        print("bench.py needs a GPU", file=sys.stderr)
-        return 2
+def run_all(bench, only, quick):
+    def safe(fn, *a, **k):
+        try:
+            fn(*a, **k)
+        except (RuntimeError, AssertionError, TypeError) as e:  # a peer without the feature
+            print(f"{bench.impl}: {fn.__name__}{a} {k}: unsupported ({str(e).splitlines()[0][:100]})", flush=True)
 
+    dtypes = ["bf16"] if quick else ["bf16", "fp16", "fp32"]
+    if only in ("all", "fwd"):
+        for dtype in dtypes:
+            for layout in ("cf", "cl"):
+                for shape in FWD_SHAPES:
+                    safe(bench.fwd, shape, layout, dtype)
+        for width in (2, 3):
+            for layout in ("cf", "cl"):
+                safe(bench.fwd, (8, 4096, 4096), layout, "bf16", width)
+        for layout in ("cf", "cl"):
+            for variant in ("seq_idx", "states"):
+                safe(bench.fwd, (8, 4096, 4096), layout, "bf16", 4, variant)
+    if only in ("all", "bwd"):
+        for layout in ("cf", "cl"):
+            for shape in LARGE + [(2, 8192, 1024), (1, 4096, 256)]:
+                safe(bench.bwd, shape, layout, "bf16", False)
+            safe(bench.bwd, (8, 4096, 4096), layout, "bf16", True)
+    if only in ("all", "update"):
+        for batch in UPDATE_BATCHES:
+            safe(bench.update_graph, batch)
+        safe(bench.update_eager)
+
+
+def device_info():
     props = torch.cuda.get_device_properties(0)
-    info = {
+    return {
         "device": props.name,
         "date": datetime.date.today().isoformat(),
         "torch": torch.__version__,
         "runtime": f"HIP {torch.version.hip}" if torch.version.hip else f"CUDA {torch.version.cuda}",
     }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--json", help="write all results here")
+    ap.add_argument("--peer", metavar="PREFIX", help="also time the causal-conv1d installed in PREFIX (upstream)")
+    ap.add_argument("--rotate-bytes", type=float, default=256e6,
+                    help="bytes of distinct buffers each timing cycles through (>= 128e6 defeats a 64 MB cache)")
+    ap.add_argument("--quick", action="store_true", help="bf16 only, fewer repetitions")
+    ap.add_argument("--only", choices=["all", "fwd", "bwd", "update"], default="all")
+    ap.add_argument("--impl", default="ours", help=argparse.SUPPRESS)  # set in the peer's process
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("bench.py needs a GPU", file=sys.stderr)
+        return 2
+
+    info = device_info()
     copy_bw = copy_bandwidth()
-    info["copy_GBps"] = copy_bw / 1e9
-    results = []
+    info.update(copy_GBps=copy_bw / 1e9, rotate_bytes=args.rotate_bytes)
+    bench = Bench(args.impl, args.rotate_bytes, args.quick)
+    import causal_conv1d
 
-    def add(kind, layout, dtype, shape, t, moved, target=None):
-        bw = moved / t
-        row = dict(kind=kind, layout=layout, dtype=str(dtype).replace("torch.", ""), shape=list(shape),
-                   time_us=t * 1e6, GBps=bw / 1e9, ratio=bw / copy_bw, target=target)
-        results.append(row)
-        mark = "" if target is None else ("  ok" if row["ratio"] >= target else f"  MISS (target {target:.0%})")
-        print(f"{kind:8} {layout:3} {row['dtype']:9} {str(tuple(shape)):20} {row['time_us']:9.1f} us "
-              f"{row['GBps']:8.0f} GB/s {row['ratio']:6.1%}{mark}", flush=True)
+    info["module"] = bench.cc.__file__
+    info["version"] = causal_conv1d.__version__
+    print(f"{args.impl}: {info['device']}, {info['runtime']}, torch {info['torch']}; {bench.cc.__file__}")
+    print(f"{args.impl}: device-to-device copy {copy_bw / 1e9:.0f} GB/s (read + write)", flush=True)
+    run_all(bench, args.only, args.quick)
+    if args.impl == "ours":
+        for shape in FWD_SHAPES[:3] if not args.quick else FWD_SHAPES[2:3]:
+            bench.impl = "F.conv1d"
+            bench.fallback(shape)
+        bench.impl = "ours"
+    for r in bench.rows:
+        r["pct_copy"] = 100 * r["GBps"] * 1e9 / copy_bw
+    result = {"info": {args.impl: info}, "rows": bench.rows}
 
-    print(f"{info['device']}, {info['runtime']}, torch {info['torch']}, {info['date']}")
-    print(f"device-to-device copy: {copy_bw / 1e9:.0f} GB/s (read + write)")
-    dtypes = [torch.bfloat16] if args.quick else [torch.bfloat16, torch.float16, torch.float32]
-    for dtype in dtypes if args.only in ("all", "fwd") else []:
-        for layout in ("cf", "cl"):
-            for shape in FWD_SHAPES:
-                small = shape == (2, 8192, 1024)
-                target = 0.75 if small else (0.93 if layout == "cf" else 0.90)
-                t, moved = bench_fwd(shape, layout, dtype, reps=10 if args.quick else 30)
-                add("fwd", layout, dtype, shape, t, moved, target if dtype == torch.bfloat16 else None)
-    if args.only in ("all", "bwd"):
-        for layout in ("cf", "cl"):
-            for shape in FWD_SHAPES:
-                small = shape == (2, 8192, 1024)
-                target = 0.60 if small else (0.88 if layout == "cf" else 0.85)
-                t_def, moved = bench_bwd(shape, layout, torch.bfloat16, False, reps=10 if args.quick else 20)
-                add("bwd", layout, torch.bfloat16, shape, t_def, moved, target)
-                t_det, moved = bench_bwd(shape, layout, torch.bfloat16, True, reps=10 if args.quick else 20)
-                add("bwd-det", layout, torch.bfloat16, shape, t_det, moved)
-                results[-1]["det_over_default"] = t_det / t_def
-                print(f"         deterministic / default time: {t_det / t_def:.2f} (target <= 1.30)")
-    if args.only in ("all", "update"):
-        for batch in UPDATE_BATCHES:
-            t, moved = bench_update_graph(batch, 8192, torch.bfloat16)
-            add("update", "-", torch.bfloat16, (batch, 8192, 1), t, moved, 0.70 if batch == 256 else None)
-        eager = bench_update_eager()
-        info["update_eager_batch1_us"] = eager * 1e6
-        print(f"update, eager from Python, batch 1, dim 8192: {eager * 1e6:.1f} us per call (target <= 10 us)")
-    if not args.no_fallback and args.only == "all":
-        t, moved = bench_fwd_torch_fallback((8, 4096, 4096), torch.bfloat16)
-        add("F.conv1d", "cf", torch.bfloat16, (8, 4096, 4096), t, moved)
+    if args.peer:
+        prefix = os.path.abspath(args.peer)
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "peer.json")
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([prefix, os.environ.get("PYTHONPATH", "")]))
+            cmd = [sys.executable, os.path.abspath(__file__), "--impl", "upstream", "--json", out, "--only", args.only,
+                   "--rotate-bytes", str(args.rotate_bytes)] + (["--quick"] if args.quick else [])
+            subprocess.run(cmd, env=env, check=True, cwd=tmp)
+            peer = json.load(open(out))
+        if not peer["info"]["upstream"]["module"].startswith(prefix):
+            raise SystemExit(f"the peer process imported {peer['info']['upstream']['module']}, not {prefix}")
+        result["info"].update(peer["info"])
+        result["rows"] += peer["rows"]
+        print_ratios(result["rows"])
     if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
-            json.dump({"info": info, "results": results}, f, indent=1)
+            json.dump(result, f, indent=1)
     return 0
+
+
+def key(r):
+    return (r["op"], r["layout"], r["dtype"], tuple(r["shape"]), r["width"], r["variant"])
+
+
+def print_ratios(rows):
+    peer = {key(r): r for r in rows if r["impl"] == "upstream"}
+    print("\nours vs upstream (time ratio upstream / ours: > 1 means ours is faster)")
+    for r in rows:
+        if r["impl"] != "ours" or key(r) not in peer:
+            continue
+        p = peer[key(r)]
+        print(f"{r['op']:7} {r['layout']:3} {r['dtype']:5} w{r['width']} {str(tuple(r['shape'])):20} {r['variant']:13} "
+              f"{r['us']:9.2f} vs {p['us']:9.2f} us  {r['pct_copy']:5.1f}% vs {p['pct_copy']:5.1f}%  "
+              f"{p['us'] / r['us']:.2f}x")
 
 
 if __name__ == "__main__":

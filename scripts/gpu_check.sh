@@ -10,7 +10,7 @@
 #   conformance  upstream's own test suite against this build (scripts/upstream_conformance.sh),
 #                from the checkout in $CAUSAL_CONV1D_UPSTREAM (default peers/causal-conv1d)
 #   sanitize     the GPU GoogleTests under compute-sanitizer memcheck and racecheck
-#   bench        benchmarks/bench.py
+#   bench        benchmarks/bench.py (with --peer $CAUSAL_CONV1D_PEER when set) and its plot
 #
 # Needs a CUDA build of PyTorch, nvcc, CMake; CAUSAL_CONV1D_CUDA_ARCHS defaults to 90 (Hopper).
 # GoogleTest is found installed or built from CAUSAL_CONV1D_GTEST_SOURCE_DIR.
@@ -64,7 +64,10 @@ if want sanitize; then
   done
 fi
 if want bench; then
-  python3 benchmarks/bench.py --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"
+  # Side by side with upstream when CAUSAL_CONV1D_PEER names its install prefix.
+  python3 benchmarks/bench.py --json "$OUT/bench.json" ${CAUSAL_CONV1D_PEER:+--peer "$CAUSAL_CONV1D_PEER"} 2>&1 |
+    tee "$OUT/bench.log"
   ((PIPESTATUS[0] == 0)) || status=1
+  python3 benchmarks/plot.py "$OUT/bench.json" "$OUT/bench.png" || status=1
 fi
 exit $status

@@ -4,13 +4,13 @@
 
 namespace causal_conv1d::gpu {
 
-int launch_fwd_channel_first(const FwdParams& p, Stream stream);
-int launch_fwd_channel_last(const FwdParams& p, Stream stream);
+int launch_fwd_channel_first(const FwdParams& p, const DeviceDesc& dev, Stream stream);
+int launch_fwd_channel_last(const FwdParams& p, const DeviceDesc& dev, Stream stream);
 
-int launch_fwd(const FwdParams& p, void* stream) {
+int launch_fwd(const FwdParams& p, const DeviceDesc& dev, void* stream) {
   if (p.batch == 0 || p.dim == 0) return kSuccess;
   const auto s = static_cast<Stream>(stream);
-  return p.channel_last ? launch_fwd_channel_last(p, s) : launch_fwd_channel_first(p, s);
+  return p.channel_last ? launch_fwd_channel_last(p, dev, s) : launch_fwd_channel_first(p, dev, s);
 }
 
 }  // namespace causal_conv1d::gpu

@@ -1,232 +1,310 @@
-// Forward for channel-first x (stride 1 along seqlen).
+// Forward for channel-first x (stride 1 along seqlen): warp strips with a load ring.
 //
 // Data ownership: every (batch, channel) row is cut into vectors of kV elements (16 bytes). The
-// row's first vector starts m elements before the row, m being the row's misalignment, so every
-// vector is one aligned access and only a row's first and last vectors are partial (masked).
-// Each warp owns a contiguous span of kWarpSize * items vectors of a tile; lane l's vector of
-// item i is vector i * kWarpSize + l of that span, so every load and store instruction of a warp
-// covers consecutive 16-byte chunks (coalesced) and each thread has `items` loads in flight. The
-// block size (64 to 128 threads) and `items` follow seqlen so that short rows leave no thread idle.
+// row's vector grid starts m elements before the row, m being the row's misalignment, so every
+// vector is one aligned access and only a row's first and last vectors are partial. A warp owns a
+// strip of `iters` consecutive warp-rows of that grid (iters * kWarpSize vectors): in iteration
+// i lane l holds vector (strip start + i * kWarpSize + l), so each load and store instruction of
+// the warp covers consecutive 16-byte chunks. Warps are independent (no shared memory, no
+// barriers); a block is just tuning-table `threads` / kWarpSize strips.
 //
-// Halo exchange: output position q needs inputs q - (width - 1) .. q. The width - 1 inputs before
-// a vector come by shuffle from the previous lane's vector of the same item, or, for the first
-// lanes, from the last lanes' vector of the previous item. Only the first lanes of a warp's first
-// item read them from memory (cache hits: the previous warp or block loads the same bytes).
-// Positions before 0 read initial_states (or zero), so shuffles carry the right values there too.
-// The thread holding position seqlen - 1 writes the final states from its registers.
+// Bytes in flight: a ring of `ring` vectors per lane (tuning.h) in statically indexed registers;
+// the load of iteration i + ring is issued before iteration i is computed, so every lane always
+// has `ring` 16-byte loads outstanding. Data stays packed (16-bit pairs in 32-bit words) until
+// it is computed.
+//
+// Halo exchange: output q needs inputs q - (width - 1) .. q. The width - 1 inputs before a lane's
+// vector are the last ones of the previous lane's vector: one rotated shuffle per halo element
+// (lane l reads lane l - 1, lane 0 reads the last lane). Lane 0 uses what it received in the
+// previous iteration (the last lane's vector then was the one just before its own) and keeps the
+// current value for the next iteration. Only lane 0 of a strip's first iteration reads its halo
+// from memory: x (a cache hit, the previous strip loads it), initial_states before t = 0, or 0.
+// seq_idx ids travel the same way. The lane holding position seqlen - 1 writes the final states.
 #include <algorithm>
+#include <climits>
 
 #include "causal_conv1d/dispatch.h"
 #include "causal_conv1d/gpu.h"
 #include "kernel_utils.h"
+#include "tuning.h"
 
 namespace causal_conv1d::gpu {
 
 namespace {
 
-struct FwdCfTraits {
-  // Block sizes are multiples of 64 (whole waves on wave32 and wave64 targets), chosen per launch.
-  static constexpr int kMinThreads = 64;
-  static constexpr int kMaxThreads = 128;
-  // Up to this many 16-byte vectors per thread, all loaded before use and kept packed until used:
-  // they are what keeps enough bytes in flight per SM/CU. Fewer with seq_idx, whose ids take as
-  // many registers again. The launcher picks the count per launch (short rows need fewer).
-  __host__ __device__ static constexpr int max_items(bool seq_idx) { return seq_idx ? 2 : 4; }
+// Launch geometry computed by the launcher (fwd_cf_geometry), read by the kernel.
+struct CfGrid {
+  uint32_t dim;             // rows are (batch, channel): row = b * dim + c
+  uint32_t strips_per_row;  // strips of one row
+  uint32_t total_strips;    // batch * dim * strips_per_row (< 2^31)
+  int32_t iters;            // warp iterations per strip (a row's last strip may need fewer)
+  bool seq_vec;             // seq_idx rows can be read as 16-byte vectors along the data's vectors
 };
 
-template <typename T, int kWidth, int kV, bool kSilu, bool kSeqIdx>
-__global__ void __launch_bounds__(FwdCfTraits::kMaxThreads)
-    fwd_channel_first_kernel(FwdParams p, uint32_t tiles_per_row, uint32_t dim, int items) {
-  constexpr int kHalo = kWidth - 1;
-  constexpr int kItems = FwdCfTraits::max_items(kSeqIdx);  // registers for this many; `items` used
-  static_assert(FwdCfTraits::kMinThreads % kWarpSize == 0, "a block must consist of whole warps");
+// Input at row position q: x inside [0, L), the row's initial_states (init, or 0 when null) for
+// the kHalo positions before it, 0 elsewhere (a peeled first vector reaches further back).
+template <typename T, int kHalo>
+__device__ __forceinline__ T row_input(const T* x, int64_t L, const T* init, int64_t init_ls, int64_t q) {
+  if (q >= 0) return q < L ? x[q] : from_float<T>(0.0f);
+  if (init == nullptr || q < -kHalo) return from_float<T>(0.0f);
+  return init[(q + kHalo) * init_ls];
+}
 
-  // 32-bit index math: the launcher guarantees rows * tiles < 2^31 (64-bit division is slow).
-  const uint32_t row = blockIdx.x / tiles_per_row;
-  const uint32_t tile = blockIdx.x - row * tiles_per_row;
-  const int64_t b = row / dim, c = row - uint32_t(b) * dim;
-  const int64_t L = p.seqlen;
-  const T* x = static_cast<const T*>(p.x) + b * p.x_batch_stride + c * p.x_c_stride;
-  T* out = static_cast<T*>(p.out) + b * p.out_batch_stride + c * p.out_c_stride;
-  const int32_t* seq = kSeqIdx ? p.seq_idx + b * p.seq_idx_batch_stride : nullptr;
-  const int m = misalignment<T, kV>(x);
+// A vector that is not wholly inside the row (a row's first and last), element by element.
+// Out of line on NVIDIA (CC_EDGE_FN). Takes scalars only: a reference to the params would put them
+// on the stack.
+template <typename T, int kV, int kHalo>
+CC_EDGE_FN Packed<T, kV> load_edge(const T* x, int64_t L, const T* init, int64_t init_ls, int64_t q0) {
+  constexpr int kPer = Packed<T, kV>::kPerWord;
+  Packed<T, kV> v;
+  static_for<Packed<T, kV>::kWords>([&](auto i) { v.w[i] = 0; });
+  static_for<kV>([&](auto e) {
+    v.w[e / kPer] |= elem_word<T, decltype(e)::value % kPer>(row_input<T, kHalo>(x, L, init, init_ls, q0 + e));
+  });
+  return v;
+}
+
+template <typename T, int kWidth, int kV, bool kSilu, bool kSeqIdx>
+__global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily), kSeqIdx))
+    fwd_channel_first_kernel(FwdParams p, CfGrid g) {
+  constexpr FwdCfTuning kTune = fwd_cf_tuning(kTargetFamily);
+  constexpr int kRing = kSeqIdx ? kTune.ring_seq : kTune.ring;
+  constexpr int kHalo = kWidth - 1;
+  constexpr int kStep = kWarpSize * kV;  // elements per warp iteration
+  constexpr int kPerWord = 4 / int(sizeof(T));
+  constexpr int kIds = kSeqIdx ? kV : 1;
+  static_assert(kTune.threads % kWarpSize == 0, "a block must consist of whole warps");
+
   const int lane = threadIdx.x % kWarpSize;
+  const uint32_t strip_id = blockIdx.x * (kTune.threads / kWarpSize) + threadIdx.x / kWarpSize;
+  if (strip_id >= g.total_strips) return;  // whole warps leave together
+  const uint32_t row = strip_id / g.strips_per_row;
+  const uint32_t strip = strip_id - row * g.strips_per_row;
+  const uint32_t b = row / g.dim, c = row - b * g.dim;
+  const int64_t L = p.seqlen;
+  const T* x = static_cast<const T*>(p.x) + int64_t(b) * p.x_batch_stride + int64_t(c) * p.x_c_stride;
+  T* out = static_cast<T*>(p.out) + int64_t(b) * p.out_batch_stride + int64_t(c) * p.out_c_stride;
+  const int32_t* seq = kSeqIdx ? p.seq_idx + int64_t(b) * p.seq_idx_batch_stride : nullptr;
+
+  const T* init = p.initial_states == nullptr ? nullptr
+                                              : static_cast<const T*>(p.initial_states) +
+                                                    int64_t(b) * p.init_batch_stride + int64_t(c) * p.init_c_stride;
+  auto input = [&](int64_t q) { return row_input<T, kHalo>(x, L, init, p.init_l_stride, q); };
+  auto seq_at = [&](int64_t q) -> int32_t { return q >= 0 && q < L ? seq[q * p.seq_idx_l_stride] : -1; };
+  T* fin = p.final_states == nullptr
+               ? nullptr
+               : static_cast<T*>(p.final_states) + int64_t(b) * p.final_batch_stride + int64_t(c) * p.final_c_stride;
+
+  if (L == 0) {  // no outputs; the final states are the initial states (or zeros)
+    if (fin != nullptr && strip == 0 && lane < kHalo) fin[lane * p.final_l_stride] = input(lane - kHalo);
+    return;
+  }
+
+  const int m = misalignment<T, kV>(x);
+  const int64_t row_vecs = (L + m + kV - 1) / kV;
+  const int64_t vec0 = int64_t(strip) * g.iters * kWarpSize;           // the strip's first vector
+  const int64_t left = (row_vecs - vec0 + kWarpSize - 1) / kWarpSize;  // iterations left in the row
+  const int n_it = left < g.iters ? int(left) : g.iters;
+  const int64_t qbase = (vec0 + lane) * kV - m;  // this lane's first position
+  // Room left in the row after qbase, saturated to 32 bits (a strip spans at most a few thousand
+  // elements): the vector of iteration `it` is whole when it lies inside [0, L).
+  const int64_t room64 = L - qbase;
+  const int32_t room = room64 > INT_MAX ? INT_MAX : int32_t(room64);
+  auto whole = [&](int it) { return (it > 0 || qbase >= 0) && it * kStep + kV <= room; };
 
   float w[kWidth], bias = 0.0f;
   with_dtype(p.w_dtype, [&](auto tag) {
     using WT = typename decltype(tag)::type;
-    const WT* wp = static_cast<const WT*>(p.weight);
-    static_for<kWidth>([&](auto k) { w[k] = to_float(wp[c * p.weight_c_stride + k * p.weight_w_stride]); });
-    if (p.bias != nullptr) bias = to_float(static_cast<const WT*>(p.bias)[c * p.bias_stride]);
+    const WT* wp = static_cast<const WT*>(p.weight) + int64_t(c) * p.weight_c_stride;
+    static_for<kWidth>([&](auto k) { w[k] = to_float(wp[k * p.weight_w_stride]); });
+    if (p.bias != nullptr) bias = to_float(static_cast<const WT*>(p.bias)[int64_t(c) * p.bias_stride]);
   });
 
-  // Input at row position q: x inside the row, initial_states (or 0) for the kHalo positions
-  // before it, 0 elsewhere (a peeled first vector reaches further back than the states).
-  auto input = [&](int64_t q) -> float {
-    if (q >= 0) return q < L ? to_float(x[q]) : 0.0f;
-    if (p.initial_states == nullptr || q < -kHalo) return 0.0f;
-    const T* init = static_cast<const T*>(p.initial_states);
-    return to_float(init[b * p.init_batch_stride + c * p.init_c_stride + (q + kHalo) * p.init_l_stride]);
-  };
-  auto seq_at = [&](int64_t q) -> int32_t { return q >= 0 && q < L ? seq[q * p.seq_idx_l_stride] : -1; };
-  // Halo element i (position q0 - (kHalo - i)) sits kLanesBack<i> lanes back, at element kSrc<i>.
-  auto lanes_back = [](auto i) { return (kHalo - decltype(i)::value + kV - 1) / kV; };
-
-  // Phase 1: every load of this thread, so they are in flight together: its vectors (kept packed)
-  // and, for the first lanes, the halo before the warp's span.
-  const int warp = threadIdx.x / kWarpSize;
-  const int64_t span0 = (int64_t(tile) * blockDim.x + int64_t(warp) * kWarpSize) * items * kV - m;
-  auto q0_of = [&](int item) { return span0 + (int64_t(item) * kWarpSize + lane) * kV; };
-  Vec<T, kV> raw[kItems];
-  int32_t sv[kItems][kSeqIdx ? kV : 1];
-  float hmem[kHalo];
-  int32_t hseq[kSeqIdx ? kHalo : 1];
-  static_for<kItems>([&](auto item) {
-    if (item >= items) return;
-    const int64_t q0 = q0_of(item);
-    if (q0 >= 0 && q0 + kV <= L) {
-      raw[item] = load_vec<T, kV>(x + q0);
+  using Data = Packed<T, kV>;
+  auto load = [&](int it, Data& v, int32_t (&ids)[kIds]) {
+    const int64_t q0 = qbase + it * kStep;
+    const bool full = whole(it);
+    if (full) {
+      v = load_packed<T, kV>(x + q0);
     } else {
-      static_for<kV>([&](auto e) { raw[item].v[e] = from_float<T>(input(q0 + e)); });
+      v = load_edge<T, kV, kHalo>(x, L, init, p.init_l_stride, q0);
     }
-    if constexpr (kSeqIdx) static_for<kV>([&](auto e) { sv[item][e] = seq_at(q0 + e); });
-  });
-  static_for<kHalo>([&](auto i) {
-    if (lane < lanes_back(i)) {
-      hmem[i] = input(span0 + lane * kV - (kHalo - i));
-      if constexpr (kSeqIdx) hseq[i] = seq_at(span0 + lane * kV - (kHalo - i));
-    }
-  });
-
-  // Phase 2: halo by shuffle, outputs, stores. `prev` holds the previous item's vector (the
-  // first lanes' halo source).
-  float prev[kV];
-  int32_t sprev[kSeqIdx ? kV : 1];
-  static_for<kItems>([&](auto item) {
-    if (item >= items) return;
-    const int64_t q0 = q0_of(item);
-    float v[kV];
-    static_for<kV>([&](auto e) { v[e] = to_float(raw[item].v[e]); });
-    float halo[kHalo];
-    [[maybe_unused]] int32_t shalo[kSeqIdx ? kHalo : 1];
-    static_for<kHalo>([&](auto i) {
-      constexpr int back = kHalo - decltype(i)::value;  // elements before q0
-      constexpr int d = (back + kV - 1) / kV;           // lanes back
-      constexpr int src = d * kV - back;                // element of that lane's vector
-      const float up = shfl_up(v[src], d, kWarpSize);
-      if constexpr (decltype(item)::value == 0) {
-        halo[i] = lane < d ? hmem[i] : up;
-      } else {
-        const float wrap = shfl(prev[src], (lane - d + kWarpSize) % kWarpSize, kWarpSize);
-        halo[i] = lane < d ? wrap : up;
-      }
-      if constexpr (kSeqIdx) {
-        const int32_t sup = shfl_up(sv[item][src], d, kWarpSize);
-        if constexpr (decltype(item)::value == 0) {
-          shalo[i] = lane < d ? hseq[i] : sup;
-        } else {
-          const int32_t swrap = shfl(sprev[src], (lane - d + kWarpSize) % kWarpSize, kWarpSize);
-          shalo[i] = lane < d ? swrap : sup;
+    if constexpr (kSeqIdx) {
+      bool done = false;
+      if constexpr (kV == 4 || kV == 2) {
+        if (full && g.seq_vec) {  // the ids of a whole vector: one 16- or 8-byte access
+          if constexpr (kV == 4) {
+            const int4 s4 = *reinterpret_cast<const int4*>(seq + q0);
+            ids[0] = s4.x, ids[1] = s4.y, ids[2] = s4.z, ids[3] = s4.w;
+          } else {
+            const int2 s2 = *reinterpret_cast<const int2*>(seq + q0);
+            ids[0] = s2.x, ids[1] = s2.y;
+          }
+          done = true;
         }
       }
-    });
-    static_for<kV>([&](auto e) { prev[e] = v[e]; });
-    if constexpr (kSeqIdx) static_for<kV>([&](auto e) { sprev[e] = sv[item][e]; });
+      if (!done) static_for<kV>([&](auto e) { ids[e] = seq_at(q0 + e); });
+    }
+  };
 
-    float o[kV];
+  // Halo element i sits kD lanes back at element kSrc of that lane's vector; carry[i] is what lane
+  // l < kD received in the previous iteration (for the first iteration: read from memory).
+  uint32_t carry[kHalo];
+  int32_t carry_id[kSeqIdx ? kHalo : 1];
+  static_for<kHalo>([&](auto i) {
+    constexpr int kBack = kHalo - decltype(i)::value;
+    constexpr int kD = (kBack + kV - 1) / kV;
+    constexpr int kSrc = kD * kV - kBack;
+    carry[i] = 0;
+    if (lane < kD) {
+      carry[i] = elem_word<T, kSrc % kPerWord>(input(qbase - kBack));
+      if constexpr (kSeqIdx) carry_id[i] = seq_at(qbase - kBack);
+    }
+  });
+
+  auto process = [&](int it, const Data& cur, const int32_t (&ids)[kIds]) {
+    float hal[kHalo];
+    int32_t hid[kSeqIdx ? kHalo : 1];
+    static_for<kHalo>([&](auto i) {
+      constexpr int kBack = kHalo - decltype(i)::value;
+      constexpr int kD = (kBack + kV - 1) / kV;
+      constexpr int kSrc = kD * kV - kBack;
+      const int src_lane = (lane + kWarpSize - kD) % kWarpSize;
+      const uint32_t got = shfl(cur.w[kSrc / kPerWord], src_lane, kWarpSize);
+      hal[i] = word_elem<T, kSrc % kPerWord>(lane < kD ? carry[i] : got);
+      carry[i] = got;
+      if constexpr (kSeqIdx) {
+        const int32_t got_id = shfl(ids[kSrc], src_lane, kWarpSize);
+        hid[i] = lane < kD ? carry_id[i] : got_id;
+        carry_id[i] = got_id;
+      }
+    });
+    // Outputs, packed as they are computed (inputs converted where used): fewer live registers
+    // than float arrays of inputs and outputs, which matters for the AMD occupancy floors.
+    Data res;
+    float lo = 0.0f;
     static_for<kV>([&](auto e) {
+      constexpr int kE = decltype(e)::value;
       float acc = bias;
       static_for<kWidth>([&](auto k) {
-        constexpr int r = decltype(e)::value - kHalo + decltype(k)::value;  // < 0: halo
+        constexpr int kR = kE - kHalo + decltype(k)::value;  // < 0: halo
         float xv;
-        if constexpr (r >= 0) {
-          xv = v[r];
+        if constexpr (kR >= 0) {
+          xv = packed_elem<T, kR>(cur);
         } else {
-          xv = halo[r + kHalo];
+          xv = hal[kR + kHalo];
         }
         if constexpr (kSeqIdx) {
           int32_t s;
-          if constexpr (r >= 0) {
-            s = sv[item][r];
+          if constexpr (kR >= 0) {
+            s = ids[kR];
           } else {
-            s = shalo[r + kHalo];
+            s = hid[kR + kHalo];
           }
-          if (s != sv[item][e]) xv = 0.0f;
+          if (s != ids[kE]) xv = 0.0f;
         }
-        acc += w[k] * xv;
+        acc = fmaf(w[k], xv, acc);
       });
-      o[e] = kSilu ? silu_to<T>(acc) : acc;
+      float o = kSilu ? silu_to<T>(acc) : acc;
       if constexpr (kSeqIdx) {
-        if (sv[item][e] < 0) o[e] = 0.0f;  // padding token
+        if (ids[kE] < 0) o = 0.0f;  // padding token
+      }
+      if constexpr (sizeof(T) == 4) {
+        res.w[kE] = float_bits(o);
+      } else if constexpr (kV == 1) {
+        res.w[0] = from_float<T>(o).bits;
+      } else if constexpr (kE % 2 == 0) {
+        lo = o;
+      } else {
+        res.w[kE / 2] = pack2<T>(lo, o);
       }
     });
 
+    const int64_t q0 = qbase + it * kStep;
     if constexpr (kV > 1) {
-      if (q0 >= 0 && q0 + kV <= L) {
-        store_floats<T, kV>(out + q0, o);
+      if (whole(it)) {
+        store_words<kTune.nt_store>(out + q0, res.w);
       } else {
         static_for<kV>([&](auto e) {
-          if (q0 + e >= 0 && q0 + e < L) out[q0 + e] = from_float<T>(o[e]);
+          if (q0 + e >= 0 && q0 + e < L) out[q0 + e] = packed_raw<T, decltype(e)::value>(res);
         });
       }
     } else {
-      if (q0 >= 0 && q0 < L) out[q0] = from_float<T>(o[0]);
+      if (q0 >= 0 && q0 < L) out[q0] = packed_raw<T, 0>(res);
     }
+  };
 
-    // Final states: the last width - 1 positions of [initial_states, x] lie within this thread's
-    // halo and vector when it holds position L - 1 (or, for L == 0, the row's first vector).
-    if (p.final_states != nullptr && ((q0 <= L - 1 && L - 1 < q0 + kV) || (L == 0 && q0 + m == 0))) {
-      T* fin = static_cast<T*>(p.final_states) + b * p.final_batch_stride + c * p.final_c_stride;
-      const int64_t first = L - kHalo;
-      static_for<kHalo>([&](auto i) {
-        const int64_t q = q0 - kHalo + i;
-        if (q >= first && q < L) fin[(q - first) * p.final_l_stride] = from_float<T>(halo[i]);
-      });
-      static_for<kV>([&](auto e) {
-        const int64_t q = q0 + e;
-        if (q >= first && q < L) fin[(q - first) * p.final_l_stride] = from_float<T>(v[e]);
-      });
-    }
+  // The ring: ring[j] holds iteration it0 + j; its next load (it0 + j + kRing) is issued before
+  // it is computed. Static indices keep the ring in registers.
+  Data ring[kRing];
+  int32_t ring_ids[kRing][kIds];
+  static_for<kRing>([&](auto j) {
+    if (j < n_it) load(j, ring[j], ring_ids[j]);
   });
+  for (int it0 = 0; it0 < n_it; it0 += kRing) {
+    static_for<kRing>([&](auto j) {
+      const int it = it0 + j;
+      if (it >= n_it) return;  // warp-uniform
+      const Data cur = ring[j];
+      int32_t cur_ids[kIds];
+      static_for<kIds>([&](auto e) { cur_ids[e] = ring_ids[j][e]; });
+      if (it + kRing < n_it) load(it + kRing, ring[j], ring_ids[j]);
+      process(it, cur, cur_ids);
+    });
+  }
+  // Final states: copies of positions L - kHalo .. L - 1, written by the strip holding L - 1 (they
+  // are cache hits: it has just read them). Kept out of the loop, where the test would hold
+  // registers across every iteration.
+  if (fin != nullptr && lane < kHalo && (L - 1 + m) / kV / (int64_t(g.iters) * kWarpSize) == strip)
+    fin[lane * p.final_l_stride] = input(L - kHalo + lane);
 }
 
 }  // namespace
 
-int launch_fwd_channel_first(const FwdParams& p, Stream stream) {
-  using Tr = FwdCfTraits;
+int launch_fwd_channel_first(const FwdParams& p, const DeviceDesc& dev, Stream stream) {
+  const FwdCfTuning tune = fwd_cf_tuning(dev.family);
+  const int wave = dev.wave_size;
   return dispatch_dtype(p.x_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    constexpr int kV16 = kVec16<T>;
-    // 16-byte vectors when x and out rows share their alignment (then one peel fits both);
-    // otherwise single elements.
-    const bool vec = same_vector_phase(p.x, p.out, sizeof(T), kV16, {p.x_batch_stride, p.x_c_stride},
-                                       {p.out_batch_stride, p.out_c_stride});
-    // Rows all start aligned: no row needs the extra peeled vector.
-    const bool aligned = vec && reinterpret_cast<uintptr_t>(p.x) % 16 == 0 && multiple_of(p.x_batch_stride, kV16) &&
-                         multiple_of(p.x_c_stride, kV16);
-    return dispatch_width(p.width, [&](auto W) {
-      constexpr int kWidth = decltype(W)::value;
-      return dispatch_bool(vec, [&](auto V) {
-        constexpr int kV = decltype(V)::value ? kV16 : 1;
-        const int64_t span = p.seqlen + (kV > 1 && !aligned ? kV - 1 : 0);
-        return dispatch_bool(p.seq_idx != nullptr, [&](auto Q) {
-          constexpr bool kSeqIdx = decltype(Q)::value;
-          // Vectors per thread first (bytes in flight), then threads: the smallest power-of-two
-          // block in [kMinThreads, kMaxThreads] that covers a row with the most vectors per
-          // thread, else kMaxThreads.
-          const int max_items = Tr::max_items(kSeqIdx);
-          int threads = Tr::kMinThreads;
-          while (threads < Tr::kMaxThreads && int64_t(threads) * kV * max_items < span) threads *= 2;
-          int items = 1;
-          while (items < max_items && int64_t(threads) * kV * items < span) items *= 2;
-          const int64_t per_tile = int64_t(threads) * kV * items;
-          const int64_t tiles = std::max<int64_t>(1, (span + per_tile - 1) / per_tile);
-          const int64_t blocks = p.batch * p.dim * tiles;
-          if (blocks > 0x7fffffff) return int(kErrInvalidParams);
+    return dispatch_bool(p.seq_idx != nullptr, [&](auto Q) {
+      constexpr bool kSeqIdx = decltype(Q)::value;
+      // 16-byte vectors; 8-byte ones with seq_idx, whose ids (4 bytes each) would otherwise take
+      // twice the data's registers and break the occupancy floors on AMD.
+      constexpr int kVFull = kSeqIdx ? kVec16<T> / 2 : kVec16<T>;
+      constexpr int kVBytes = kVFull * int(sizeof(T));
+      // Vectors when x and out rows share their alignment (then one peel fits both); otherwise
+      // single elements.
+      const bool vec = same_vector_phase(p.x, p.out, sizeof(T), kVFull, {p.x_batch_stride, p.x_c_stride},
+                                         {p.out_batch_stride, p.out_c_stride});
+      // Every row starts aligned: no row needs the extra peeled vector.
+      const bool aligned = vec && reinterpret_cast<uintptr_t>(p.x) % kVBytes == 0 &&
+                           multiple_of(p.x_batch_stride, kVFull) && multiple_of(p.x_c_stride, kVFull);
+      return dispatch_width(p.width, [&](auto W) {
+        constexpr int kWidth = decltype(W)::value;
+        return dispatch_bool(vec, [&](auto V) {
+          constexpr int kV = decltype(V)::value ? kVFull : 1;
+          // Strips: as few as cover a row with at most max_iters iterations each, balanced.
+          const int64_t span = p.seqlen + (kV > 1 && !aligned ? kV - 1 : 0);
+          const int64_t row_vecs = (span + kV - 1) / kV;
+          const int64_t iters_needed = std::max<int64_t>(1, (row_vecs + wave - 1) / wave);
+          const int64_t strips_per_row = (iters_needed + tune.max_iters - 1) / tune.max_iters;
+          const int64_t iters = (iters_needed + strips_per_row - 1) / strips_per_row;
+          const int64_t total = p.batch * p.dim * strips_per_row;
+          if (total > INT_MAX) return int(kErrInvalidParams);
+          CfGrid g;
+          g.dim = static_cast<uint32_t>(p.dim);
+          g.strips_per_row = static_cast<uint32_t>(strips_per_row);
+          g.total_strips = static_cast<uint32_t>(total);
+          g.iters = static_cast<int32_t>(iters);
+          // seq_idx in vectors (kV ids, 4 bytes each): unit stride, every row's ids aligned like
+          // its data.
+          g.seq_vec = kSeqIdx && kV > 1 && aligned && p.seq_idx_l_stride == 1 &&
+                      reinterpret_cast<uintptr_t>(p.seq_idx) % (4 * kV) == 0 && multiple_of(p.seq_idx_batch_stride, kV);
+          const int warps_per_block = tune.threads / wave;
+          const auto blocks = static_cast<unsigned>((total + warps_per_block - 1) / warps_per_block);
           return dispatch_bool(p.silu, [&](auto S) {
             fwd_channel_first_kernel<T, kWidth, kV, decltype(S)::value, kSeqIdx>
-                <<<static_cast<unsigned>(blocks), threads, 0, stream>>>(p, static_cast<uint32_t>(tiles),
-                                                                        static_cast<uint32_t>(p.dim), items);
+                <<<blocks, tune.threads, 0, stream>>>(p, g);
             return launch_status();
           });
         });

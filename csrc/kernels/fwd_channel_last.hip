@@ -1,226 +1,264 @@
-// Forward for channel-last x (stride 1 along dim), what (batch, seqlen, dim).transpose(1, 2) gives.
+// Forward for channel-last x (stride 1 along dim), what (batch, seqlen, dim).transpose(1, 2)
+// gives: a register window, no LDS.
 //
-// Data ownership: a block owns a tile of kChunkC channels by kChunkL time steps of one batch row,
-// staged in LDS / shared memory with the width - 1 time steps before it (the halo).
-//  1. Load: the tile's rows (kChunkC contiguous channels each) are read cooperatively as 16-byte
-//     vectors, all issued before any is stored to LDS, so every thread has several loads in flight
-//     and each warp instruction reads whole contiguous rows (coalesced). Halo rows before t = 0
-//     come from initial_states (or zeros); rows past seqlen are zeros.
-//  2. Compute: thread (c, part) owns channel c and kChunkL / kParts consecutive time steps. It reads
-//     its width - 1 window entries first; after a barrier (every thread has read the rows it
-//     needs of other threads' time ranges) it walks its steps reading x[t] from LDS and writing
-//     out[t] over it, in place. LDS reads of a warp are consecutive channels: no bank conflicts.
-//  3. Store: after a barrier the tile goes back to global memory as 16-byte vectors.
-// The thread that processes t = seqlen - 1 holds the final states in its window and writes them.
-// No halo is exchanged between blocks: each block reads its own halo rows (cache hits, the
-// previous tile's rows).
+// Data ownership: a thread owns kC consecutive channels (one 8-byte vector: 4 of 16-bit values, 2
+// of fp32) of one batch row and a chunk of up to `steps` consecutive time steps.
+// Consecutive threads own consecutive channel groups, so every load and store of a warp reads or
+// writes one contiguous run of a time row (256 bytes). A block is tuning-table `threads`
+// channel groups of one time chunk; the grid covers (batch, time chunk, channel block).
 //
-// The vector path needs x and out to share their alignment and the batch/time strides to be
-// multiples of the vector (one peel then fits every row); otherwise rows move element by element.
+// Each thread walks its chunk forwards: the width - 1 rows before the chunk (the halo: x, or
+// initial_states before t = 0, or zeros) are loaded first, then row t + ring is loaded while row t
+// is computed (a ring of `ring` rows per thread in registers, tuning.h), and the window of the
+// previous width - 1 rows slides along in registers as floats. No data moves between threads:
+// neighbouring chunks re-read each other's last width - 1 rows (cache hits). The thread whose
+// chunk ends at seqlen - 1 writes the final states from its window.
+//
+// The vector path needs x and out to share their alignment and the batch / time strides to be
+// multiples of kC (one peel of m channels then fits every row); otherwise kC = 1.
 #include <algorithm>
+#include <climits>
 
 #include "causal_conv1d/dispatch.h"
 #include "causal_conv1d/gpu.h"
 #include "kernel_utils.h"
+#include "tuning.h"
 
 namespace causal_conv1d::gpu {
 
 namespace {
 
+// Channels per thread on the vector path: 8 bytes (4 of 16-bit, 2 of fp32); a warp's access to a
+// time row is then 256 contiguous bytes. Twice as many (16 bytes of 16-bit values) was measured
+// slower on the H200: the window and weights of 8 channels need more than 120 registers.
 template <typename T>
-struct FwdClTraits {
-  static constexpr int kNThreads = 128;
-  static constexpr int kChunkC = 64;  // channels per tile: 128 (16-bit) or 256 (fp32) bytes a row
-  // Time steps per tile: the tile stays near 8 KB of LDS for any dtype, which keeps 8 waves per
-  // SIMD on RDNA4 (LDS is shared by the two CUs of a WGP) and many blocks per SM on NVIDIA.
-  static constexpr int kChunkL = 128 / int(sizeof(T));
-  static constexpr int kParts = kNThreads / kChunkC;  // threads per channel, each a time range
-  static constexpr int kStepsPerThread = kChunkL / kParts;
-  static constexpr int kV = kVec16<T>;
-  // Row stride in LDS: one vector of padding keeps rows 16-byte aligned (vector LDS accesses) and
-  // shifts consecutive rows across banks.
-  static constexpr int kRowStride = kChunkC + kV;
-  static_assert(kNThreads % kChunkC == 0 && kChunkL % kParts == 0, "tile shape");
+constexpr int kClVec = 8 / int(sizeof(T));
+
+struct ClGrid {
+  uint32_t cblocks;  // channel blocks of `threads` groups
+  uint32_t tchunks;  // time chunks of `steps` rows
+  int32_t steps;
 };
 
-template <typename T, int kWidth, int kV, bool kSilu, bool kSeqIdx>
-__global__ void __launch_bounds__(FwdClTraits<T>::kNThreads)
-    fwd_channel_last_kernel(FwdParams p, uint32_t ctiles, uint32_t ltiles) {
-  using Tr = FwdClTraits<T>;
+// Row t of channels c0 .. c0 + kC - 1 when they are not one whole vector of x (channels past the
+// edges of dim, the halo rows before t = 0), element by element. Out of line on NVIDIA
+// (CC_EDGE_FN); scalars only: passing the params struct to a call copies it to the stack.
+template <typename T, int kC, int kHalo>
+CC_EDGE_FN Packed<T, kC> load_row_edge(const T* x, const T* init, int64_t L, int64_t D, int64_t x_ls, int64_t init_cs,
+                                       int64_t init_ls, int64_t c0, int64_t t) {
+  constexpr int kPer = Packed<T, kC>::kPerWord;
+  Packed<T, kC> v;
+  static_for<Packed<T, kC>::kWords>([&](auto i) { v.w[i] = 0; });
+  static_for<kC>([&](auto e) {
+    const int64_t ch = c0 + e;
+    T val = from_float<T>(0.0f);
+    if (ch >= 0 && ch < D) {
+      if (t >= 0 && t < L) {
+        val = x[t * x_ls + ch];
+      } else if (t < 0 && t >= -kHalo && init != nullptr) {
+        val = init[ch * init_cs + (t + kHalo) * init_ls];
+      }
+    }
+    v.w[e / kPer] |= elem_word<T, decltype(e)::value % kPer>(val);
+  });
+  return v;
+}
+
+template <typename T, int kWidth, int kC, bool kSilu, bool kSeqIdx>
+__global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cl_tuning(kTargetFamily), kSeqIdx))
+    fwd_channel_last_kernel(FwdParams p, ClGrid g) {
+  constexpr FwdClTuning kTune = fwd_cl_tuning(kTargetFamily);
+  // Rows in flight: the table's bytes per thread in whole rows of this thread's vector, 1 to 4 (the
+  // element-wise fallback, kC = 1, would otherwise hold 8 to 16 rows of scalar addresses).
+  constexpr int kRows = kTune.ring_bytes / (kC * int(sizeof(T)));
+  constexpr int kRing = kRows < 1 ? 1 : kRows > 4 ? 4 : kRows;
   constexpr int kHalo = kWidth - 1;
-  constexpr int kRows = Tr::kChunkL + kHalo;  // tile rows, halo first
-  constexpr int kVecsPerRow = Tr::kChunkC / kV;
-  constexpr int kLoads = (kRows * kVecsPerRow + Tr::kNThreads - 1) / Tr::kNThreads;
-  static_assert(Tr::kNThreads % kWarpSize == 0, "a block must consist of whole warps");
-  __shared__ T tile[kRows][Tr::kRowStride];
-  __shared__ int32_t seq_tile[kSeqIdx ? kRows : 1];
 
-  // 32-bit index math (the launcher keeps the grid below 2^31 blocks).
-  const uint32_t rest = blockIdx.x / ctiles;
-  const uint32_t ctile = blockIdx.x - rest * ctiles;
-  const uint32_t b = rest / ltiles, ltile = rest - b * ltiles;
+  // 32-bit block decomposition (the launcher keeps the grid below 2^31 blocks).
+  const uint32_t rest = blockIdx.x / g.cblocks;
+  const uint32_t cb = blockIdx.x - rest * g.cblocks;
+  const uint32_t b = rest / g.tchunks, tc = rest - b * g.tchunks;
   const int64_t L = p.seqlen, D = p.dim;
-  const T* xb = static_cast<const T*>(p.x) + b * p.x_batch_stride;
-  T* ob = static_cast<T*>(p.out) + b * p.out_batch_stride;
-  const int64_t c_base = int64_t(ctile) * Tr::kChunkC - misalignment<T, kV>(xb);  // tile's channel 0
-  const int64_t t_base = int64_t(ltile) * Tr::kChunkL;                            // tile's row kHalo
+  const T* xb = static_cast<const T*>(p.x) + int64_t(b) * p.x_batch_stride;
+  T* ob = static_cast<T*>(p.out) + int64_t(b) * p.out_batch_stride;
+  const int64_t c0 = (int64_t(cb) * kTune.threads + threadIdx.x) * kC - misalignment<T, kC>(xb);
+  if (c0 >= D) return;  // no barriers or shuffles below: threads may leave alone
+  const bool whole_c = c0 >= 0 && c0 + kC <= D;
+  const int64_t t0 = int64_t(tc) * g.steps;
+  const int64_t left = L - t0;
+  const int n = left < g.steps ? int(left) : g.steps;  // rows of this chunk (0 only when L == 0)
 
-  // 1. Load the tile (rows t_base - kHalo .. t_base + kChunkL - 1).
-  auto row_vec = [&](int idx, int& r, int& cv) {
-    r = idx / kVecsPerRow;
-    cv = idx - r * kVecsPerRow;
+  float w[kWidth][kC], bias[kC];
+  with_dtype(p.w_dtype, [&](auto tag) {
+    using WT = typename decltype(tag)::type;
+    const WT* wp = static_cast<const WT*>(p.weight);
+    const WT* bp = static_cast<const WT*>(p.bias);
+    static_for<kC>([&](auto e) {
+      const int64_t ch = c0 + e;
+      const bool live = ch >= 0 && ch < D;
+      static_for<kWidth>(
+          [&](auto k) { w[k][e] = live ? to_float(wp[ch * p.weight_c_stride + k * p.weight_w_stride]) : 0.0f; });
+      bias[e] = live && bp != nullptr ? to_float(bp[ch * p.bias_stride]) : 0.0f;
+    });
+  });
+
+  // Row t of this thread's channels: x inside [0, L), initial_states for the kHalo rows before 0.
+  using Data = Packed<T, kC>;
+  const T* init_b = p.initial_states == nullptr
+                        ? nullptr
+                        : static_cast<const T*>(p.initial_states) + int64_t(b) * p.init_batch_stride;
+  auto load_row = [&](int64_t t, Data& v) {
+    if (t >= 0 && t < L && whole_c) {
+      v = load_packed<T, kC>(xb + t * p.x_l_stride + c0);
+    } else {
+      v = load_row_edge<T, kC, kHalo>(xb, init_b, L, D, p.x_l_stride, p.init_c_stride, p.init_l_stride, c0, t);
+    }
   };
-  Vec<T, kV> staged[kLoads];
-  static_for<kLoads>([&](auto i) {
-    const int idx = i * Tr::kNThreads + threadIdx.x;
-    if (idx >= kRows * kVecsPerRow) return;
-    int r, cv;
-    row_vec(idx, r, cv);
-    const int64_t t = t_base - kHalo + r;
-    const int64_t c0 = c_base + int64_t(cv) * kV;
-    if (t >= 0 && t < L && c0 >= 0 && c0 + kV <= D) {
-      staged[i] = load_vec<T, kV>(xb + t * p.x_l_stride + c0);
-      return;
-    }
-    static_for<kV>([&](auto e) {
-      const int64_t c = c0 + e;
-      T v = from_float<T>(0.0f);
-      if (c >= 0 && c < D) {
-        if (t >= 0 && t < L) {
-          v = xb[t * p.x_l_stride + c];
-        } else if (t < 0 && p.initial_states != nullptr) {
-          v = static_cast<const T*>(
-              p.initial_states)[b * p.init_batch_stride + c * p.init_c_stride + (t + kHalo) * p.init_l_stride];
-        }
-      }
-      staged[i].v[e] = v;
-    });
-  });
-  if constexpr (kSeqIdx) {
-    for (int r = threadIdx.x; r < kRows; r += Tr::kNThreads) {
-      const int64_t t = t_base - kHalo + r;
-      seq_tile[r] = t >= 0 && t < L ? p.seq_idx[b * p.seq_idx_batch_stride + t * p.seq_idx_l_stride] : -1;
-    }
-  }
-  static_for<kLoads>([&](auto i) {
-    const int idx = i * Tr::kNThreads + threadIdx.x;
-    if (idx >= kRows * kVecsPerRow) return;
-    int r, cv;
-    row_vec(idx, r, cv);
-    store_vec_lds(&tile[r][cv * kV], staged[i]);
-  });
-  __syncthreads();
-
-  // 2. Compute in place: channel c of the tile, time steps [s0, s0 + kStepsPerThread).
-  const int c = threadIdx.x % Tr::kChunkC;
-  const int s0 = (threadIdx.x / Tr::kChunkC) * Tr::kStepsPerThread;  // tile row s0 + kHalo is t
-  const int64_t ch = c_base + c;
-  const bool live = ch >= 0 && ch < D;
-  float w[kWidth] = {}, bias = 0.0f;
-  if (live) {
-    with_dtype(p.w_dtype, [&](auto tag) {
-      using WT = typename decltype(tag)::type;
-      const WT* wp = static_cast<const WT*>(p.weight);
-      static_for<kWidth>([&](auto k) { w[k] = to_float(wp[ch * p.weight_c_stride + k * p.weight_w_stride]); });
-      if (p.bias != nullptr) bias = to_float(static_cast<const WT*>(p.bias)[ch * p.bias_stride]);
-    });
-  }
-  float win[kHalo];
-  int32_t swin[kSeqIdx ? kHalo : 1];
-  static_for<kHalo>([&](auto i) {
-    win[i] = to_float(tile[s0 + i][c]);
-    if constexpr (kSeqIdx) swin[i] = seq_tile[s0 + i];
-  });
-  __syncthreads();                   // every window is read before any output overwrites x
-  const int64_t t_end = L - t_base;  // rows at or past this are beyond seqlen
-#pragma unroll 4
-  for (int s = 0; s < Tr::kStepsPerThread; ++s) {
-    const int r = s0 + s + kHalo;
-    const float cur = to_float(tile[r][c]);
-    float acc = bias + w[kHalo] * cur;
-    int32_t scur = 0;
-    if constexpr (kSeqIdx) scur = seq_tile[r];
-    static_for<kHalo>([&](auto k) {
-      if constexpr (kSeqIdx) {
-        if (swin[k] != scur) return;
-      }
-      acc += w[k] * win[k];
-    });
-    float o = kSilu ? silu_to<T>(acc) : acc;
+  auto seq_at = [&](int64_t t) -> int32_t {
     if constexpr (kSeqIdx) {
-      if (scur < 0) o = 0.0f;  // padding token
+      return t >= 0 && t < L ? p.seq_idx[int64_t(b) * p.seq_idx_batch_stride + t * p.seq_idx_l_stride] : -1;
+    } else {
+      return 0;
     }
-    tile[r][c] = from_float<T>(o);
-    static_for<kHalo>([&](auto k) {
-      if constexpr (decltype(k)::value + 1 < kHalo) {
-        win[k] = win[k + 1];
-        if constexpr (kSeqIdx) swin[k] = swin[k + 1];
-      } else {
-        win[k] = cur;
-        if constexpr (kSeqIdx) swin[k] = scur;
-      }
-    });
-    // Final states: after t = L - 1 the window holds positions L - kHalo .. L - 1.
-    if (s0 + s == t_end - 1 && live && p.final_states != nullptr) {
-      T* fin = static_cast<T*>(p.final_states) + b * p.final_batch_stride + ch * p.final_c_stride;
-      static_for<kHalo>([&](auto k) { fin[k * p.final_l_stride] = from_float<T>(win[k]); });
-    }
-  }
-  // seqlen == 0: the one tile's window (initial_states or zeros) is the final state.
-  if (L == 0 && s0 == 0 && live && p.final_states != nullptr) {
-    T* fin = static_cast<T*>(p.final_states) + b * p.final_batch_stride + ch * p.final_c_stride;
-    static_for<kHalo>([&](auto k) { fin[k * p.final_l_stride] = from_float<T>(win[k]); });
-  }
-  __syncthreads();
+  };
 
-  // 3. Store the outputs (tile rows kHalo ..).
-  constexpr int kOutVecs = Tr::kChunkL * kVecsPerRow;
-  for (int idx = threadIdx.x; idx < kOutVecs; idx += Tr::kNThreads) {
-    const int r = idx / kVecsPerRow, cv = idx - (idx / kVecsPerRow) * kVecsPerRow;
-    const int64_t t = t_base + r;
-    if (t >= L) continue;
-    const int64_t c0 = c_base + int64_t(cv) * kV;
-    const T* src = &tile[r + kHalo][cv * kV];
-    T* dst = ob + t * p.out_l_stride + c0;
-    if constexpr (kV > 1) {
-      if (c0 >= 0 && c0 + kV <= D) {
-        store_vec(dst, load_vec<T, kV>(src));
-        continue;
-      }
+  // The halo rows and the first kRing rows: all of these loads are in flight together.
+  Data halo_raw[kHalo];
+  int32_t win_id[kHalo];
+  static_for<kHalo>([&](auto i) {
+    load_row(t0 - kHalo + i, halo_raw[i]);
+    win_id[i] = seq_at(t0 - kHalo + i);
+  });
+  Data ring[kRing];
+  int32_t ring_id[kRing];
+  static_for<kRing>([&](auto j) {
+    if (j < n) {
+      load_row(t0 + j, ring[j]);
+      ring_id[j] = seq_at(t0 + j);
     }
-    static_for<kV>([&](auto e) {
-      if (c0 + e >= 0 && c0 + e < D) dst[e] = src[e];
+  });
+  // The window: the previous kHalo rows, packed like the loads (converted when used).
+  Data win[kHalo];
+  static_for<kHalo>([&](auto i) { win[i] = halo_raw[i]; });
+
+  // Running row pointers (one add a row instead of 64-bit index math): the next row the loop
+  // loads (always inside [0, L)) and the row it stores.
+  const T* x_next = xb + (t0 + kRing) * p.x_l_stride + c0;
+  T* o_row = ob + t0 * p.out_l_stride + c0;
+  for (int s0 = 0; s0 < n; s0 += kRing) {
+    static_for<kRing>([&](auto j) {
+      const int s = s0 + j;
+      if (s >= n) return;
+      const Data cur = ring[j];
+      const int32_t id = ring_id[j];
+      if (s + kRing < n) {
+        if (whole_c) {
+          ring[j] = load_packed<T, kC>(x_next);
+        } else {
+          load_row(t0 + s + kRing, ring[j]);
+        }
+        x_next += p.x_l_stride;
+        ring_id[j] = seq_at(t0 + s + kRing);
+      }
+      // Outputs, packed as they are computed (fewer live registers than a float array).
+      Data res;
+      float lo = 0.0f;
+      static_for<kC>([&](auto e) {
+        constexpr int kE = decltype(e)::value;
+        float acc = fmaf(w[kHalo][kE], packed_elem<T, kE>(cur), bias[kE]);
+        static_for<kHalo>([&](auto k) {
+          const float xk = packed_elem<T, kE>(win[k]);
+          if constexpr (kSeqIdx) {
+            acc += win_id[k] == id ? w[k][kE] * xk : 0.0f;
+          } else {
+            acc = fmaf(w[k][kE], xk, acc);
+          }
+        });
+        float o = kSilu ? silu_to<T>(acc) : acc;
+        if constexpr (kSeqIdx) {
+          if (id < 0) o = 0.0f;  // padding token
+        }
+        if constexpr (sizeof(T) == 4) {
+          res.w[kE] = float_bits(o);
+        } else if constexpr (kC == 1) {
+          res.w[0] = from_float<T>(o).bits;
+        } else if constexpr (kE % 2 == 0) {
+          lo = o;
+        } else {
+          res.w[kE / 2] = pack2<T>(lo, o);
+        }
+      });
+      T* dst = o_row;
+      o_row += p.out_l_stride;
+      if constexpr (kC > 1) {
+        if (whole_c) {
+          store_words<kTune.nt_store>(dst, res.w);
+        } else {
+          static_for<kC>([&](auto e) {
+            if (c0 + e >= 0 && c0 + e < D) dst[e] = packed_raw<T, decltype(e)::value>(res);
+          });
+        }
+      } else {
+        dst[0] = packed_raw<T, 0>(res);
+      }
+      static_for<kHalo>([&](auto k) {
+        if constexpr (decltype(k)::value + 1 < kHalo) {
+          win[k] = win[k + 1];
+          win_id[k] = win_id[k + 1];
+        } else {
+          win[k] = cur;
+          win_id[k] = id;
+        }
+      });
+    });
+  }
+
+  // Final states: the window after row L - 1 (or, for L == 0, the initial rows).
+  if (p.final_states != nullptr && t0 + n == L) {
+    T* fin = static_cast<T*>(p.final_states) + int64_t(b) * p.final_batch_stride;
+    static_for<kC>([&](auto e) {
+      const int64_t ch = c0 + e;
+      if (ch < 0 || ch >= D) return;
+      static_for<kHalo>([&](auto k) {
+        fin[ch * p.final_c_stride + k * p.final_l_stride] = packed_raw<T, decltype(e)::value>(win[k]);
+      });
     });
   }
 }
 
 }  // namespace
 
-int launch_fwd_channel_last(const FwdParams& p, Stream stream) {
+int launch_fwd_channel_last(const FwdParams& p, const DeviceDesc& dev, Stream stream) {
+  const FwdClTuning tune = fwd_cl_tuning(dev.family);
   return dispatch_dtype(p.x_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using Tr = FwdClTraits<T>;
-    constexpr int kVFull = Tr::kV;
     // Vectors need one channel peel valid for every (batch, time) row of x and out: same
     // misalignment, and batch/time strides that are multiples of the vector.
-    const bool vec = same_vector_phase(p.x, p.out, sizeof(T), kVFull, {p.x_batch_stride, p.x_l_stride},
+    const bool vec = same_vector_phase(p.x, p.out, sizeof(T), kClVec<T>, {p.x_batch_stride, p.x_l_stride},
                                        {p.out_batch_stride, p.out_l_stride}) &&
-                     multiple_of(p.x_batch_stride, kVFull) && multiple_of(p.x_l_stride, kVFull);
-    const bool aligned = vec && reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
+                     multiple_of(p.x_batch_stride, kClVec<T>) && multiple_of(p.x_l_stride, kClVec<T>);
+    const bool aligned = vec && reinterpret_cast<uintptr_t>(p.x) % (sizeof(T) * kClVec<T>) == 0;
     return dispatch_width(p.width, [&](auto W) {
       constexpr int kWidth = decltype(W)::value;
       return dispatch_bool(vec, [&](auto V) {
-        constexpr int kV = decltype(V)::value ? kVFull : 1;
-        const int64_t span = p.dim + (kV > 1 && !aligned ? kV - 1 : 0);
-        const int64_t ctiles = (span + Tr::kChunkC - 1) / Tr::kChunkC;
-        const int64_t ltiles = std::max<int64_t>(1, (p.seqlen + Tr::kChunkL - 1) / Tr::kChunkL);
-        const int64_t blocks = p.batch * ltiles * ctiles;
-        if (blocks > 0x7fffffff) return int(kErrInvalidParams);
+        constexpr int kC = decltype(V)::value ? kClVec<T> : 1;
+        const int64_t span = p.dim + (kC > 1 && !aligned ? kC - 1 : 0);
+        const int64_t groups = (span + kC - 1) / kC;
+        const int64_t cblocks = (groups + tune.threads - 1) / tune.threads;
+        // The longest chunks that still give every CU min_blocks_per_cu blocks (short rows and
+        // small batches otherwise leave most of the device idle); at least 8 rows a chunk.
+        int64_t steps = tune.max_steps;
+        auto chunks = [&](int64_t st) { return std::max<int64_t>(1, (p.seqlen + st - 1) / st); };
+        while (steps > 8 && p.batch * cblocks * chunks(steps) < int64_t(tune.min_blocks_per_cu) * dev.cu_count)
+          steps /= 2;
+        const int64_t tchunks = chunks(steps);
+        const int64_t blocks = p.batch * tchunks * cblocks;
+        if (blocks > INT_MAX) return int(kErrInvalidParams);
+        const ClGrid g{static_cast<uint32_t>(cblocks), static_cast<uint32_t>(tchunks), static_cast<int32_t>(steps)};
         return dispatch_bool(p.silu, [&](auto S) {
           return dispatch_bool(p.seq_idx != nullptr, [&](auto Q) {
-            fwd_channel_last_kernel<T, kWidth, kV, decltype(S)::value, decltype(Q)::value>
-                <<<static_cast<unsigned>(blocks), Tr::kNThreads, 0, stream>>>(p, static_cast<uint32_t>(ctiles),
-                                                                              static_cast<uint32_t>(ltiles));
+            fwd_channel_last_kernel<T, kWidth, kC, decltype(S)::value, decltype(Q)::value>
+                <<<static_cast<unsigned>(blocks), tune.threads, 0, stream>>>(p, g);
             return launch_status();
           });
         });

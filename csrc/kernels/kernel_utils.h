@@ -150,8 +150,92 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   return uint32_t(from_float<T>(lo).bits) | (uint32_t(from_float<T>(hi).bits) << 16);
 }
 
-// Rounds kV floats to T and stores them as one 16- or 8-byte access.
+// Functions taken only by rare edge cases (a row's partial first and last vectors): kept out of
+// line on NVIDIA, where inlined their addresses would hold registers across a kernel's main loop.
+// On AMD a call costs more (ABI register saves, SGPR pressure) than the inlined code.
+#if defined(CAUSAL_CONV1D_USE_CUDA)
+#define CC_EDGE_FN __device__ __noinline__
+#else
+#define CC_EDGE_FN __device__ __forceinline__
+#endif
+
+// kV elements of T kept packed in 32-bit words (two 16-bit values a word, low half first), the
+// form data stays in from its load until it is computed: a struct of 16-bit members would take a
+// register per element. kV = 1 of a 16-bit type uses the low half of one word.
 template <typename T, int kV>
+struct Packed {
+  static constexpr int kPerWord = 4 / int(sizeof(T));
+  static constexpr int kWords = (kV + kPerWord - 1) / kPerWord;
+  uint32_t w[kWords];
+};
+
+// Loads kV consecutive elements (16, 8, 4 or 2 bytes, aligned to their size) as one access.
+template <typename T, int kV>
+__device__ __forceinline__ Packed<T, kV> load_packed(const T* src) {
+  constexpr int kBytes = int(sizeof(T)) * kV;
+  Packed<T, kV> r;
+  if constexpr (kBytes == 16) {
+    const uint4 u = *reinterpret_cast<const uint4*>(src);
+    r.w[0] = u.x, r.w[1] = u.y, r.w[2] = u.z, r.w[3] = u.w;
+  } else if constexpr (kBytes == 8) {
+    const uint2 u = *reinterpret_cast<const uint2*>(src);
+    r.w[0] = u.x, r.w[1] = u.y;
+  } else if constexpr (kBytes == 4) {
+    r.w[0] = *reinterpret_cast<const uint32_t*>(src);
+  } else {
+    static_assert(kBytes == 2, "one 16-bit element");
+    r.w[0] = *reinterpret_cast<const uint16_t*>(src);
+  }
+  return r;
+}
+
+// The raw bits of element kE, as T.
+template <typename T, int kE, int kV>
+__device__ __forceinline__ T packed_raw(const Packed<T, kV>& p) {
+  constexpr int kPer = Packed<T, kV>::kPerWord;
+  const uint32_t word = p.w[kE / kPer];
+  if constexpr (sizeof(T) == 4) {
+    return bits_float(word);
+  } else {
+    return T{static_cast<uint16_t>(word >> (16 * (kE % kPer)))};
+  }
+}
+
+// Stores 4 or 2 32-bit words as one 16- or 8-byte global access. Outputs are written once and
+// never read back by the kernel: on NVIDIA the store is streaming (evict-first), on AMD it is
+// nontemporal when kNt (a tuning-table choice) and a plain store otherwise.
+template <bool kNt, int kWords>
+__device__ __forceinline__ void store_words(void* dst, const uint32_t (&w)[kWords]) {
+  static_assert(kWords == 4 || kWords == 2, "a 16- or 8-byte access");
+#if defined(CAUSAL_CONV1D_USE_CUDA)
+  if constexpr (kWords == 4) {
+    __stcs(reinterpret_cast<uint4*>(dst), make_uint4(w[0], w[1], w[2], w[3]));
+  } else {
+    __stcs(reinterpret_cast<uint2*>(dst), make_uint2(w[0], w[1]));
+  }
+#else
+  typedef unsigned int U32x4 __attribute__((ext_vector_type(4)));
+  typedef unsigned int U32x2 __attribute__((ext_vector_type(2)));
+  if constexpr (kWords == 4) {
+    const U32x4 v = {w[0], w[1], w[2], w[3]};
+    if constexpr (kNt) {
+      __builtin_nontemporal_store(v, reinterpret_cast<U32x4*>(dst));
+    } else {
+      *reinterpret_cast<U32x4*>(dst) = v;
+    }
+  } else {
+    const U32x2 v = {w[0], w[1]};
+    if constexpr (kNt) {
+      __builtin_nontemporal_store(v, reinterpret_cast<U32x2*>(dst));
+    } else {
+      *reinterpret_cast<U32x2*>(dst) = v;
+    }
+  }
+#endif
+}
+
+// Rounds kV floats to T and stores them as one 16- or 8-byte access (see store_words).
+template <typename T, int kV, bool kNt = false>
 __device__ __forceinline__ void store_floats(T* dst, const float (&o)[kV]) {
   constexpr int kBytes = sizeof(T) * kV;
   static_assert(kBytes == 16 || kBytes == 8, "a full 16- or 8-byte vector");
@@ -163,19 +247,37 @@ __device__ __forceinline__ void store_floats(T* dst, const float (&o)[kV]) {
       w[i] = pack2<T>(o[2 * i], o[2 * i + 1]);
     }
   });
-  if constexpr (kBytes == 16) {
-#if defined(CAUSAL_CONV1D_USE_CUDA)
-    __stcs(reinterpret_cast<uint4*>(dst), make_uint4(w[0], w[1], w[2], w[3]));
-#else
-    *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
-#endif
+  store_words<kNt>(dst, w);
+}
+
+// Element kHalf (0: low, 1: high 16 bits) of a 32-bit word holding one fp32 or two 16-bit values,
+// as float.
+template <typename T, int kHalf>
+__device__ __forceinline__ float word_elem(uint32_t w) {
+  if constexpr (sizeof(T) == 4) {
+    return bits_float(w);
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    return bits_float(kHalf ? (w & 0xffff0000u) : (w << 16));
   } else {
-#if defined(CAUSAL_CONV1D_USE_CUDA)
-    __stcs(reinterpret_cast<uint2*>(dst), make_uint2(w[0], w[1]));
-#else
-    *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
-#endif
+    return to_float(T{static_cast<uint16_t>(kHalf ? w >> 16 : w & 0xffffu)});
   }
+}
+
+// A 32-bit word holding value v where word_elem<T, kHalf> reads it.
+template <typename T, int kHalf>
+__device__ __forceinline__ uint32_t elem_word(T v) {
+  if constexpr (sizeof(T) == 4) {
+    return float_bits(v);
+  } else {
+    return uint32_t(v.bits) << (16 * kHalf);
+  }
+}
+
+// Element kE of packed data, as float.
+template <typename T, int kE, int kV>
+__device__ __forceinline__ float packed_elem(const Packed<T, kV>& p) {
+  constexpr int kPer = Packed<T, kV>::kPerWord;
+  return word_elem<T, kE % kPer>(p.w[kE / kPer]);
 }
 
 // Position (in elements) of ptr within its 16-byte block: the first vector of a row starts that

@@ -38,6 +38,28 @@ int device_info(int device, char* arch, int arch_len, int* warp_size) {
   return 0;
 }
 
+int device_desc(int device, DeviceDesc* desc) {
+  char arch[64] = {};
+  int warp = 0;
+  const int status = device_info(device, arch, sizeof(arch), &warp);
+  if (status != 0) return status;
+  int cus = 0;
+#if defined(CAUSAL_CONV1D_USE_HIP)
+  const Error e = hipDeviceGetAttribute(&cus, hipDeviceAttributeMultiprocessorCount, device);
+#else
+  const Error e = cudaDeviceGetAttribute(&cus, cudaDevAttrMultiProcessorCount, device);
+#endif
+  if (e != kGpuSuccess) return static_cast<int>(e);
+#if defined(CAUSAL_CONV1D_USE_HIP)
+  desc->family = arch_family(arch, /*hip=*/true);
+#else
+  desc->family = arch_family(arch, /*hip=*/false);
+#endif
+  desc->cu_count = cus > 0 ? cus : 1;
+  desc->wave_size = warp;
+  return 0;
+}
+
 int device_malloc(void** ptr, size_t bytes) { return static_cast<int>(gpu_malloc(ptr, bytes)); }
 int device_free(void* ptr) { return static_cast<int>(gpu_free(ptr)); }
 int copy_to_device(void* dst, const void* src, size_t bytes) {

@@ -12,10 +12,13 @@
 // of width - 1 or width no state entry is read twice. Longer x (several tokens) walk their rows
 // one at a time with a rolling window.
 //
-// The common decode layout gets its own kernel, update_vec_kernel: one token, a shifted (not
+// The common decode layout gets its own kernel, update_decode_kernel: one token, a shifted (not
 // circular) state, x and out with channels contiguous, a (lines, dim, state_len) contiguous state
-// with state_len = width - 1 or width. A thread then owns kV = 16 / sizeof(T) channels: x, out and the kV * state_len
-// state entries of those channels (contiguous) all move as 16-byte vectors.
+// with state_len = width - 1 or width. A thread owns 4 bytes of channels (kC = 2 of 16-bit, 1 of
+// fp32): its x and out are one 32-bit access each and its kC * state_len state entries are
+// contiguous 32-bit words. Blocks are small (tuning.h: at batch 1 the grid must still reach every
+// CU); each thread walks batch rows blockIdx.y, + gridDim.y, ... with its weights in registers,
+// the next row's loads issued before the current row is computed.
 //
 // Rows whose cache line is negative (padding), >= num_cache_lines, or whose cache_seqlens is
 // negative produce zeros and leave the state alone: the GPU never writes outside conv_state,
@@ -25,18 +28,18 @@
 #include "causal_conv1d/dispatch.h"
 #include "causal_conv1d/gpu.h"
 #include "kernel_utils.h"
+#include "tuning.h"
 
 namespace causal_conv1d::gpu {
 
 namespace {
 
+// The general kernel (any layout, several tokens, circular states): it is not on the decode hot
+// path, so it keeps one fixed geometry.
 struct UpdateTraits {
   static constexpr int kNThreads = 128;
   static constexpr int kRows = 4;  // batch rows per thread: their loads are in flight together
   static constexpr int kMaxGridY = 65535;
-  // update_vec_kernel: grid rows; each thread loops over batch rows, reusing its weights (kV * width
-  // of them: reloading them per row costs more than the row's own loads).
-  static constexpr int kVecGridY = 64;
 };
 
 // kSingle: seqlen == 1 (chosen by the launcher); the general loop is compiled out of that path.
@@ -140,110 +143,132 @@ __global__ void __launch_bounds__(UpdateTraits::kNThreads) update_kernel(UpdateP
   }
 }
 
-// kS = state_len (width - 1 or width), fixed at compile time so the state slab stays in registers.
+// kS = state_len (width - 1 or width), fixed at compile time so the state stays in registers.
 template <typename T, int kWidth, bool kSilu, int kS>
-__global__ void __launch_bounds__(UpdateTraits::kNThreads) update_vec_kernel(UpdateParams p) {
+__global__ void CC_LAUNCH_BOUNDS(update_tuning(kTargetFamily)) update_decode_kernel(UpdateParams p) {
+  constexpr UpdateTuning kTune = update_tuning(kTargetFamily);
   constexpr int kHalo = kWidth - 1;
-  constexpr int kV = kVec16<T>;
+  constexpr int kC = 4 / int(sizeof(T));  // channels in 32 bits
+  constexpr int kPerWord = kC;
   static_assert(kS == kHalo || kS == kHalo + 1, "state_len must be width - 1 or width");
-  const int64_t c0 = (int64_t(blockIdx.x) * UpdateTraits::kNThreads + threadIdx.x) * kV;
-  if (c0 >= p.dim) return;  // the launcher guarantees dim % kV == 0
+  const int64_t c0 = (int64_t(blockIdx.x) * kTune.threads + threadIdx.x) * kC;
+  if (c0 >= p.dim) return;  // the launcher guarantees dim % kC == 0
 
-  float w[kWidth][kV], bias[kV];
+  float w[kWidth][kC], bias[kC];
   with_dtype(p.w_dtype, [&](auto tag) {
     using WT = typename decltype(tag)::type;
     const WT* wp = static_cast<const WT*>(p.weight);
     const WT* bp = static_cast<const WT*>(p.bias);
-    static_for<kV>([&](auto e) {
+    static_for<kC>([&](auto e) {
       const int64_t c = c0 + e;
       static_for<kWidth>([&](auto k) { w[k][e] = to_float(wp[c * p.weight_c_stride + k * p.weight_w_stride]); });
       bias[e] = bp != nullptr ? to_float(bp[c * p.bias_stride]) : 0.0f;
     });
   });
 
-  // One batch row's data; the next row's loads are issued before the current row is computed.
+  // One batch row: its x word and its kS state words (element (channel e, position s) is element
+  // e * kS + s of the kC * kS contiguous entries).
   struct Row {
-    Vec<T, kV> slab[kS];  // element (channel e, position s) at [(e * kS + s) / kV].v[(e * kS + s) % kV]
-    Vec<T, kV> xv;
-    T* st;
+    uint32_t x;
+    uint32_t st[kS];
+    uint32_t* state;  // nullptr: padding row
   };
   auto fetch = [&](int64_t b, Row& r) {
-    const int32_t line = p.conv_state_indices ? p.conv_state_indices[b] : int32_t(b);
-    r.st = nullptr;
-    if (line < 0 || line >= p.num_cache_lines) return;  // padding row
-    r.st = static_cast<T*>(p.conv_state) + line * p.state_batch_stride + c0 * kS;
-    static_for<kS>([&](auto i) { r.slab[i] = load_vec<T, kV>(r.st + i * kV); });
-    r.xv = load_vec<T, kV>(static_cast<const T*>(p.x) + b * p.x_batch_stride + c0);
+    const int64_t line = p.conv_state_indices ? p.conv_state_indices[b] : b;
+    r.state = nullptr;
+    if (line < 0 || line >= p.num_cache_lines) return;
+    r.state = reinterpret_cast<uint32_t*>(static_cast<T*>(p.conv_state) + line * p.state_batch_stride + c0 * kS);
+    static_for<kS>([&](auto i) { r.st[i] = r.state[i]; });
+    r.x = *reinterpret_cast<const uint32_t*>(static_cast<const T*>(p.x) + b * p.x_batch_stride + c0);
   };
+  // Element j of a run of 32-bit words, as float / as a word placed where element j' reads it.
+  auto elem = [](const uint32_t* words, auto j) {
+    constexpr int kJ = decltype(j)::value;
+    return word_elem<T, kJ % kPerWord>(words[kJ / kPerWord]);
+  };
+
   Row cur;
   int64_t b = blockIdx.y;
   if (b < p.batch) fetch(b, cur);
   for (; b < p.batch; b += gridDim.y) {
     Row next;
+    next.state = nullptr;
     if (b + gridDim.y < p.batch) fetch(b + gridDim.y, next);
-    T* out = static_cast<T*>(p.out) + b * p.out_batch_stride + c0;
-    if (cur.st == nullptr) {
-      float zero[kV] = {};
-      store_floats<T, kV>(out, zero);
+    uint32_t* out = reinterpret_cast<uint32_t*>(static_cast<T*>(p.out) + b * p.out_batch_stride + c0);
+    if (cur.state == nullptr) {
+      *out = 0;  // padding row: zero output, state untouched
     } else {
-      auto at = [&](auto e, auto s) -> T& {  // both compile-time: the slab stays in registers
-        constexpr int f = decltype(e)::value * kS + decltype(s)::value;
-        return cur.slab[f / kV].v[f % kV];
-      };
-      float o[kV];
-      static_for<kV>([&](auto e) {
-        float acc = bias[e] + w[kHalo][e] * to_float(cur.xv.v[e]);
-        static_for<kHalo>([&](auto i) { acc += w[i][e] * to_float(at(e, Idx<kS - kHalo + decltype(i)::value>{})); });
+      float o[kC];
+      static_for<kC>([&](auto e) {
+        float acc = fmaf(w[kHalo][e], elem(&cur.x, e), bias[e]);
+        static_for<kHalo>([&](auto i) {
+          acc = fmaf(w[i][e], elem(cur.st, Idx<decltype(e)::value * kS + kS - kHalo + decltype(i)::value>{}), acc);
+        });
         o[e] = kSilu ? silu_to<T>(acc) : acc;
       });
-      store_floats<T, kV>(out, o);
-      // Shift left by one, x enters last.
-      static_for<kV>([&](auto e) {
-        static_for<kS>([&](auto s) {
-          constexpr int kSrc = decltype(s)::value + 1;
-          if constexpr (kSrc < kS) {
-            at(e, s) = at(e, Idx<kSrc>{});
+      if constexpr (sizeof(T) == 4) {
+        *out = float_bits(o[0]);
+      } else {
+        *out = pack2<T>(o[0], o[1]);
+      }
+      // New state: each channel's entries shift left by one and x enters last. Element bits are
+      // moved with static indices, so nothing leaves registers.
+      constexpr uint32_t kMask = sizeof(T) == 4 ? 0xffffffffu : 0xffffu;
+      auto bits = [&](uint32_t word, int j) { return (word >> (16 * (j % kPerWord))) & kMask; };
+      uint32_t ns[kS];
+      static_for<kS>([&](auto i) {
+        uint32_t word = 0;
+        static_for<kPerWord>([&](auto h) {
+          constexpr int kJ = decltype(i)::value * kPerWord + decltype(h)::value;  // new element
+          constexpr int kE = kJ / kS, kPos = kJ % kS;
+          uint32_t v;
+          if constexpr (kPos + 1 < kS) {
+            constexpr int kFrom = kJ + 1;  // the same channel's next entry
+            v = bits(cur.st[kFrom / kPerWord], kFrom);
           } else {
-            at(e, s) = cur.xv.v[e];
+            v = bits(cur.x, kE);
           }
+          word |= v << (16 * decltype(h)::value);
         });
+        ns[i] = word;
       });
-      static_for<kS>([&](auto i) { store_vec(cur.st + i * kV, cur.slab[i]); });
+      static_for<kS>([&](auto i) { cur.state[i] = ns[i]; });
     }
     cur = next;
   }
 }
 
-// Whether a single-token update has the layout update_vec_kernel needs (see the file comment).
-bool fits_vec_kernel(const UpdateParams& p) {
-  const int kV = 16 / dtype_size(p.x_dtype);
+// Whether a single-token update has the layout update_decode_kernel needs (see the file comment).
+bool fits_decode_kernel(const UpdateParams& p) {
+  const int kc = 4 / dtype_size(p.x_dtype);
   const int64_t S = p.state_len;
-  const auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  return p.seqlen == 1 && p.cache_seqlens == nullptr && (S == p.width - 1 || S == p.width) && p.dim % kV == 0 &&
-         p.x_c_stride == 1 && p.out_c_stride == 1 && p.state_l_stride == 1 && p.state_c_stride == S && aligned16(p.x) &&
-         aligned16(p.out) && aligned16(p.conv_state) && multiple_of(p.x_batch_stride, kV) &&
-         multiple_of(p.out_batch_stride, kV) && multiple_of(p.state_batch_stride, kV);
+  const auto aligned4 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 4 == 0; };
+  return p.seqlen == 1 && p.cache_seqlens == nullptr && (S == p.width - 1 || S == p.width) && p.dim % kc == 0 &&
+         p.x_c_stride == 1 && p.out_c_stride == 1 && p.state_l_stride == 1 && p.state_c_stride == S && aligned4(p.x) &&
+         aligned4(p.out) && aligned4(p.conv_state) && multiple_of(p.x_batch_stride, kc) &&
+         multiple_of(p.out_batch_stride, kc) && multiple_of(p.state_batch_stride, kc);
 }
 
 }  // namespace
 
-int launch_update(const UpdateParams& p, void* stream) {
+int launch_update(const UpdateParams& p, const DeviceDesc& dev, void* stream) {
   using Tr = UpdateTraits;
   if (p.batch == 0 || p.dim == 0) return kSuccess;
   const bool single = p.seqlen == 1;
-  if (fits_vec_kernel(p)) {
+  if (fits_decode_kernel(p)) {
+    const UpdateTuning tune = update_tuning(dev.family);
     return dispatch_dtype(p.x_dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      constexpr int kV = kVec16<T>;
-      const dim3 grid(ceil_div_u(p.dim / kV, Tr::kNThreads),
-                      static_cast<unsigned>(std::min<int64_t>(p.batch, Tr::kVecGridY)));
+      constexpr int kC = 4 / int(sizeof(T));
+      const dim3 grid(ceil_div_u(p.dim / kC, tune.threads),
+                      static_cast<unsigned>(std::min<int64_t>(p.batch, tune.max_grid_y)));
       const auto s = static_cast<Stream>(stream);
       return dispatch_width(p.width, [&](auto W) {
         constexpr int kWidth = decltype(W)::value;
         return dispatch_bool(p.silu, [&](auto Silu) {
           return dispatch_bool(p.state_len == kWidth, [&](auto Full) {
-            update_vec_kernel<T, kWidth, decltype(Silu)::value, decltype(Full)::value ? kWidth : kWidth - 1>
-                <<<grid, Tr::kNThreads, 0, s>>>(p);
+            update_decode_kernel<T, kWidth, decltype(Silu)::value, decltype(Full)::value ? kWidth : kWidth - 1>
+                <<<grid, tune.threads, 0, s>>>(p);
             return launch_status();
           });
         });

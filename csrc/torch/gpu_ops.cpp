@@ -17,14 +17,19 @@
 namespace causal_conv1d::torch_ops {
 namespace {
 
-// Whether this binary has code for the device, checked once per device (then one relaxed atomic
-// load per call). AMD code objects are per arch: the device's arch must be compiled in, and its
-// wave size must be the one the arch compiles for (64 on gfx8/gfx9, else 32). NVIDIA builds
+// Whether this binary has code for the device, checked once per device, and the device's
+// descriptor for the launchers (tuning-table family, CU count, wave size); afterwards one relaxed
+// atomic load per call. AMD code objects are per arch: the device's arch must be compiled in, and
+// its wave size must be the one the arch compiles for (64 on gfx8/gfx9, else 32). NVIDIA builds
 // embed PTX, so any compiled arch up to the device's runs.
-void check_device_supported(const char* op, const at::Device& device) {
-  static std::array<std::atomic<int>, 64> checked{};
+constexpr int kMaxDevices = 64;
+
+const DeviceDesc& checked_device(const char* op, const at::Device& device) {
+  static std::array<std::atomic<int>, kMaxDevices> checked{};
+  static std::array<DeviceDesc, kMaxDevices> descs{};
   const int index = device.index() < 0 ? 0 : device.index();
-  if (index < int(checked.size()) && checked[index].load(std::memory_order_relaxed)) return;
+  TORCH_CHECK(index < kMaxDevices, op, ": device index ", index, " is beyond the ", kMaxDevices, " this build handles");
+  if (checked[index].load(std::memory_order_acquire)) return descs[index];
   char arch[64] = {};
   int warp = 0;
   check_launch(op, "device_info", gpu::device_info(index, arch, sizeof(arch), &warp));
@@ -43,7 +48,12 @@ void check_device_supported(const char* op, const at::Device& device) {
   const int expected_warp = expected_warp_size(arch, kHip);
   TORCH_CHECK(warp == expected_warp, op, ": ", device, " (", arch, ") runs waves of ", warp,
               " lanes, but its kernels were compiled for ", expected_warp);
-  if (index < int(checked.size())) checked[index].store(1, std::memory_order_relaxed);
+  DeviceDesc desc;
+  check_launch(op, "device_desc", gpu::device_desc(index, &desc));
+  // Two threads may get here for the same device at once: both write the same value.
+  descs[index] = desc;
+  checked[index].store(1, std::memory_order_release);
+  return descs[index];
 }
 
 // The current stream of x's device, as the runtime's handle (hipStream_t / cudaStream_t).
@@ -55,10 +65,10 @@ void fwd_gpu(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bia
              const OptTensor& initial_states, const at::Tensor& out, const OptTensor& final_states_out,
              bool silu_activation) {
   const c10::DeviceGuard guard(x.device());
-  check_device_supported("causal_conv1d_fwd", x.device());
+  const DeviceDesc& dev = checked_device("causal_conv1d_fwd", x.device());
   const FwdParams p = make_fwd_params(x, weight, bias, seq_idx, initial_states, out, final_states_out, silu_activation);
   check_launch("causal_conv1d_fwd", p.channel_last ? "fwd_channel_last_kernel" : "fwd_channel_first_kernel",
-               gpu::launch_fwd(p, current_stream(x.device())));
+               gpu::launch_fwd(p, dev, current_stream(x.device())));
 }
 
 void bwd_gpu(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias, const at::Tensor& dout,
@@ -66,7 +76,7 @@ void bwd_gpu(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bia
              const at::Tensor& dx, const at::Tensor& dweight, const OptTensor& dbias, const OptTensor& dinitial_states,
              bool silu_activation, bool deterministic) {
   const c10::DeviceGuard guard(x.device());
-  check_device_supported("causal_conv1d_bwd", x.device());
+  checked_device("causal_conv1d_bwd", x.device());
   BwdParams p = make_bwd_params(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, dweight, dbias,
                                 dinitial_states, silu_activation, deterministic);
   int64_t elems = 0;
@@ -84,15 +94,15 @@ void update_gpu(const at::Tensor& x, const at::Tensor& conv_state, const at::Ten
                 const at::Tensor& out, bool silu_activation, const OptTensor& cache_seqlens,
                 const OptTensor& conv_state_indices) {
   const c10::DeviceGuard guard(x.device());
-  check_device_supported("causal_conv1d_update", x.device());
+  const DeviceDesc& dev = checked_device("causal_conv1d_update", x.device());
   const UpdateParams p =
       make_update_params(x, conv_state, weight, bias, out, silu_activation, cache_seqlens, conv_state_indices);
-  check_launch("causal_conv1d_update", "update_kernel", gpu::launch_update(p, current_stream(x.device())));
+  check_launch("causal_conv1d_update", "update_kernel", gpu::launch_update(p, dev, current_stream(x.device())));
 }
 
 at::Tensor varlen_states_gpu(const at::Tensor& x, const at::Tensor& cu_seqlens, int64_t state_len) {
   const c10::DeviceGuard guard(x.device());
-  check_device_supported("causal_conv1d_varlen_states", x.device());
+  checked_device("causal_conv1d_varlen_states", x.device());
   at::Tensor states = new_varlen_states(x, cu_seqlens, state_len);
   const VarlenStatesParams p = make_varlen_states_params(x, cu_seqlens, states);
   check_launch("causal_conv1d_varlen_states", "varlen_states_kernel",

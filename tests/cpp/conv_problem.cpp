@@ -177,6 +177,13 @@ std::vector<UpdateCase> update_cases() {
     for (int width = causal_conv1d::kMinWidth; width <= causal_conv1d::kMaxWidth; ++width)
       for (int extra = 0; extra < 2; ++extra)
         v.push_back({xt, types[(width + extra) % 3], width, 3, 64, 1, width - 1 + extra, false, extra == 1, true});
+  // More batch rows than the decode kernel's grid has (64 or 128): each thread walks several rows
+  // with its next row prefetched; small and odd-sized dims.
+  for (DType xt : types)
+    for (int indices = 0; indices < 2; ++indices) {
+      v.push_back({xt, types[(indices + 1) % 3], 4, 150, 130, 1, 3, false, indices == 1, indices == 0});
+      v.push_back({xt, xt, 2, 5, 2, 1, 2, false, indices == 1, true});
+    }
   return v;
 }
 

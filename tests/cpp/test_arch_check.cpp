@@ -35,4 +35,20 @@ TEST(ArchCheck, WaveSizePerArch) {
   EXPECT_EQ(expected_warp_size("90", false), 32);
 }
 
+TEST(ArchCheck, FamilyPerArch) {
+  using causal_conv1d::arch_family;
+  using causal_conv1d::ArchFamily;
+  EXPECT_EQ(arch_family("gfx1201", true), ArchFamily::kRdna4);
+  EXPECT_EQ(arch_family("gfx1200", true), ArchFamily::kRdna4);
+  EXPECT_EQ(arch_family("gfx1100", true), ArchFamily::kRdna3);
+  EXPECT_EQ(arch_family("gfx1151", true), ArchFamily::kRdna3);
+  EXPECT_EQ(arch_family("gfx1030", true), ArchFamily::kRdna3);
+  EXPECT_EQ(arch_family("gfx942", true), ArchFamily::kCdna);
+  EXPECT_EQ(arch_family("gfx90a", true), ArchFamily::kCdna);
+  EXPECT_EQ(arch_family("90", false), ArchFamily::kNvidia);
+  // The family's wave size is the arch's compiled one.
+  for (const char* a : {"gfx1201", "gfx1100", "gfx942", "gfx90a"})
+    EXPECT_EQ(expected_warp_size(a, true), arch_family(a, true) == ArchFamily::kCdna ? 64 : 32) << a;
+}
+
 }  // namespace

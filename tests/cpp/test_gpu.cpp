@@ -60,7 +60,7 @@ TEST_P(GpuFwd, MatchesCpu) {
   if (p.bias) p.bias = bias.ptr;
   if (p.initial_states) p.initial_states = init.ptr, p.final_states = fin.ptr();
   if (p.seq_idx) p.seq_idx = static_cast<const int32_t*>(seq.ptr);
-  CC_GPU_OK(causal_conv1d::gpu::launch_fwd(p, nullptr));
+  CC_GPU_OK(causal_conv1d::gpu::launch_fwd(p, cc_test::device0(), nullptr));
   CC_GPU_OK(causal_conv1d::gpu::device_synchronize());
   out.to_host(gpu.out);
   fin.to_host(gpu.final_states);
@@ -79,6 +79,24 @@ std::vector<FwdGpuParam> gpu_fwd_cases() {
   }
   Case c = cc_test::fwd_cases()[1];
   v.push_back({c, 1, 2});  // x and out misaligned differently: element path
+  // The kernels' own edges. Channel-first: row lengths with every tail modulo the vector (8 or 4
+  // elements), rows of one warp iteration, rows that need several strips (a strip is at most 16
+  // warp iterations: 4096 bf16 elements) whose boundaries fall mid-row, with states and with
+  // seq_idx (ids of lengths 1, 2, 3, ... and padding tokens every 11th position cross every
+  // lane, iteration and strip edge).
+  for (int64_t L : {1, 2, 3, 5, 7, 9, 255, 257, 4095, 4097, 5000, 9000})
+    for (DType t : {DType::kBFloat16, DType::kFloat32}) {
+      const int64_t dim = L > 4096 ? 2 : 3;
+      v.push_back({{t, DType::kFloat32, 4, false, true, true, L % 2 == 0, false, 2, dim, L}, 0, 0});
+      v.push_back({{t, DType::kFloat32, 3, false, true, true, false, true, 2, dim, L}, 3, 3});
+    }
+  // Channel-last: dims not divisible by the channel vector (4 of 16-bit, 2 of fp32), rows that
+  // span several time chunks (32 steps), misaligned starts.
+  for (int64_t dim : {1, 3, 5, 130, 513})
+    for (DType t : {DType::kFloat16, DType::kFloat32}) {
+      v.push_back({{t, DType::kBFloat16, 4, true, true, true, dim % 2 == 1, false, 2, dim, 100}, 0, 0});
+      v.push_back({{t, DType::kBFloat16, 2, true, false, true, false, true, 2, dim, 70}, 1, 1});
+    }
   return v;
 }
 
@@ -187,7 +205,7 @@ TEST_P(GpuUpdate, MatchesCpu) {
   p.x = x.ptr, p.weight = w.ptr, p.bias = bias.ptr, p.conv_state = state.ptr, p.out = out.ptr;
   if (p.cache_seqlens) p.cache_seqlens = static_cast<const int32_t*>(cs.ptr);
   if (p.conv_state_indices) p.conv_state_indices = static_cast<const int32_t*>(idx.ptr);
-  CC_GPU_OK(causal_conv1d::gpu::launch_update(p, nullptr));
+  CC_GPU_OK(causal_conv1d::gpu::launch_update(p, cc_test::device0(), nullptr));
   CC_GPU_OK(causal_conv1d::gpu::device_synchronize());
   gpu.out.bytes = out.to_host<uint8_t>();
   gpu.state.bytes = state.to_host<uint8_t>();

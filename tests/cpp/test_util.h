@@ -65,6 +65,14 @@ inline causal_conv1d::cpu::ParallelFor threaded_for(int threads) {
 #if defined(CAUSAL_CONV1D_WITH_GPU)
 inline bool have_gpu() { return causal_conv1d::gpu::device_count() > 0; }
 
+// Descriptor of device 0, what the torch layer hands the launchers.
+inline causal_conv1d::DeviceDesc device0() {
+  causal_conv1d::DeviceDesc d;
+  const int code = causal_conv1d::gpu::device_desc(0, &d);
+  if (code != 0) ADD_FAILURE() << "device_desc: " << causal_conv1d::gpu::gpu_status_string(code);
+  return d;
+}
+
 #define CC_GPU_OK(expr)                                                                   \
   do {                                                                                    \
     const int _code = (expr);                                                             \

@@ -1,0 +1,140 @@
+// The per-arch tuning table: launch geometry of every kernel family, one row per arch family, each
+// value with its reason. Launchers read the row of the device they launch on (DeviceDesc::family,
+// a run-time value); kernels read the row of the target being compiled (kTargetFamily, a
+// compile-time value) for what sizes their register arrays. Both come from the same constexpr
+// functions, so the two sides always agree: the device's family is the family its code object
+// was compiled for (the torch layer checks arch and wave size before the first launch).
+//
+// Numbers behind the rows (bytes in flight a memory-bound kernel needs = bandwidth x latency):
+//  - NVIDIA H100/H200 (sm90): 3.3-4.8 TB/s, ~600-800 ns DRAM latency, 132 SMs: ~30 KB per SM.
+//    Registers: 64K per SM; <= 64 per thread keeps 1024 threads (32 warps) resident.
+//  - RDNA4 gfx1201: ~640 GB/s, 64 CUs, 64 MB Infinity Cache: ~10 KB per CU. Wave32, 1536 VGPRs
+//    per SIMD lane: <= 96 VGPRs keep 16 waves/SIMD, <= 128 keep 12 (the compile report checks).
+//  - RDNA3 gfx1100: ~960 GB/s, 96 CUs: ~10 KB per CU; same VGPR budget as RDNA4.
+//  - CDNA3 gfx942: ~5.3 TB/s, 304 CUs: ~30-40 KB per CU. Wave64, 512 VGPRs per SIMD lane:
+//    <= 64 VGPRs keep 8 waves/SIMD, <= 80 keep 6.
+// No row depends on LDS: the forward and update kernels stage nothing in it.
+#pragma once
+
+#include "causal_conv1d/arch_check.h"
+#include "causal_conv1d/gpu_runtime.h"
+
+namespace causal_conv1d::gpu {
+
+// A kernel's launch bounds from its tuning row: the block size, and the occupancy the compiler
+// must keep (registers are capped to fit it). NVIDIA: resident blocks per SM; AMD: waves per
+// SIMD (EU), what the compile report prints.
+#if defined(CAUSAL_CONV1D_USE_HIP)
+#define CC_LAUNCH_BOUNDS(row) __launch_bounds__((row).threads) __attribute__((amdgpu_waves_per_eu((row).occupancy)))
+#else
+#define CC_LAUNCH_BOUNDS(row) __launch_bounds__((row).threads, (row).occupancy)
+#endif
+
+// The family of the target being compiled. In a host compilation pass no target is known; host
+// code must use DeviceDesc::family instead (kernels only read this in device code).
+#if defined(__GFX12__)
+constexpr ArchFamily kTargetFamily = ArchFamily::kRdna4;
+#elif defined(__GFX11__) || defined(__GFX10__)
+constexpr ArchFamily kTargetFamily = ArchFamily::kRdna3;
+#elif defined(__GFX9__) || defined(__GFX8__)
+constexpr ArchFamily kTargetFamily = ArchFamily::kCdna;
+#else
+constexpr ArchFamily kTargetFamily = ArchFamily::kNvidia;
+#endif
+
+// Forward, channel-first (fwd_channel_first.hip): each warp streams a strip of one row, one
+// 16-byte vector per lane per iteration, with `ring` loads issued ahead of the one computed.
+struct FwdCfTuning {
+  int threads;        // block size: whole warps, each an independent strip
+  int occupancy;      // CC_LAUNCH_BOUNDS: NVIDIA blocks per SM, AMD waves per SIMD
+  int occupancy_seq;  // the same for the seq_idx kernels (their ids need more registers)
+  int max_iters;      // iterations (warp-wide 16-byte rows) per strip: more = fewer halo reloads
+  int ring;           // vectors loaded ahead per lane (16 bytes, 4 registers each)
+  int ring_seq;       // the same with seq_idx (8-byte vectors: the ids beside them take 4 registers)
+  bool nt_store;      // AMD: nontemporal stores for out (written once, never read back)
+};
+
+__host__ __device__ constexpr FwdCfTuning fwd_cf_tuning(ArchFamily f) {
+  switch (f) {
+    // 8 blocks of 128 threads per SM (registers capped at 64) with 2 vectors ahead: measured on
+    // the H200 at 88.5% of copy for bf16 (8, 4096, 4096), against 80% with 6 blocks and 4 ahead
+    // (80 registers), and 24 vs 37 us at (2, 8192, 1024): resident warps matter more than depth.
+    // 2 x 16 B x 1024 threads = 32 KB per SM in flight, the ~30 KB sm90 needs. The seq_idx
+    // kernels (8-byte vectors, ids beside them) keep 6 blocks: at 64 registers they spill.
+    // Strips of 16 iterations (4096 bf16 elements) make the one halo reload per strip negligible.
+    case ArchFamily::kNvidia: return {128, 8, 6, 16, 2, 2, false};
+    // RDNA needs ~10 KB per CU: 2 loads ahead x 16 B x 32 lanes x >= 12 waves/SIMD x 2 SIMDs =
+    // 24 KB. 12 waves/SIMD caps VGPRs at 128 (the floor the compile report checks; the kernels
+    // need ~82). Nontemporal stores keep the output stream from evicting x's halo lines from the
+    // Infinity Cache / L2.
+    case ArchFamily::kRdna4: return {128, 12, 12, 16, 2, 2, true};
+    case ArchFamily::kRdna3: return {128, 12, 12, 16, 2, 2, true};
+    // gfx942: 6 waves/SIMD (the floor) allow 80 VGPRs, and a ring of 2 spilled in the fp16
+    // kernels: 1 ahead (plus the one being computed) x 16 B x 64 lanes x 6 waves x 4 SIMDs =
+    // 24-48 KB per CU against the ~30-40 KB needed. 128 threads are 2 waves, each its own strip.
+    case ArchFamily::kCdna: return {128, 6, 6, 16, 1, 1, true};
+  }
+  return {128, 8, 6, 16, 2, 2, false};
+}
+
+// The row a forward kernel is compiled with: the seq_idx kernels take their own occupancy.
+template <typename Row>
+__host__ __device__ constexpr Row with_seq_occupancy(Row r, bool seq_idx) {
+  if (seq_idx) r.occupancy = r.occupancy_seq;
+  return r;
+}
+
+// Forward, channel-last (fwd_channel_last.hip): each thread owns a group of channels (one 8-byte
+// vector: 4 of 16-bit values, 2 of fp32) and walks up to `max_steps` time steps, loading row
+// t + ring while computing row t, the previous width - 1 rows held in registers.
+struct FwdClTuning {
+  int threads;            // block size: consecutive channel groups, so each row access coalesces
+  int occupancy;          // CC_LAUNCH_BOUNDS: NVIDIA blocks per SM, AMD waves per SIMD
+  int occupancy_seq;      // the same for the seq_idx kernels
+  int max_steps;          // time steps per thread (the width - 1 halo rows are re-read per chunk)
+  int min_blocks_per_cu;  // shorter chunks when the grid would leave CUs idle (short rows)
+  int ring_bytes;         // bytes of rows in flight per thread (8 bytes a row)
+  bool nt_store;
+};
+
+__host__ __device__ constexpr FwdClTuning fwd_cl_tuning(ArchFamily f) {
+  switch (f) {
+    // 8 blocks per SM (64 registers) with 2 rows of 8 B ahead: measured 77.6% vs 75.9% with 6
+    // blocks and 3 rows ahead, and 26 vs 38 us at (2, 8192, 1024). The seq_idx kernels keep 6
+    // blocks (at 64 registers they spill). 32 steps re-read 3 halo rows per 32 (L2 hits); at
+    // least 4 blocks per SM, or chunks get shorter.
+    case ArchFamily::kNvidia: return {128, 8, 6, 32, 4, 16, false};
+    // ~10 KB per CU: 2 rows of 8 B x 32 lanes x 24+ waves per CU; 12 waves/SIMD.
+    case ArchFamily::kRdna4: return {128, 12, 12, 32, 4, 16, true};
+    case ArchFamily::kRdna3: return {128, 12, 12, 32, 4, 16, true};
+    // 6 waves/SIMD (80 VGPRs): 3 rows fit, 4 spilled.
+    case ArchFamily::kCdna: return {128, 6, 6, 32, 4, 24, true};
+  }
+  return {128, 8, 6, 32, 4, 16, false};
+}
+
+// Decode update (update.hip, the single-token kernel): one batch row per block row, `threads`
+// threads each owning 4 bytes of channels (2 of 16-bit, 1 of fp32).
+struct UpdateTuning {
+  int threads;     // small blocks: at batch 1 the grid must still cover every CU
+  int occupancy;   // CC_LAUNCH_BOUNDS: NVIDIA blocks per SM, AMD waves per SIMD
+  int max_grid_y;  // batch rows in the grid; each thread loops over the rest with its weights in
+                   // registers (reloading them per row costs more than the row's own loads)
+};
+
+__host__ __device__ constexpr UpdateTuning update_tuning(ArchFamily f) {
+  switch (f) {
+    // dim 8192 at batch 1: 64-thread blocks give 64 blocks (bf16) for 132 SMs; 128-thread blocks
+    // would leave most SMs idle in this latency-bound case. 64 grid rows x 64 blocks fill the
+    // device from batch 16 on; each thread then handles up to batch / 64 rows.
+    case ArchFamily::kNvidia: return {64, 16, 64};
+    // wave32: 64 threads = 2 waves per block, 64 blocks for 64 CUs at dim 8192, batch 1.
+    case ArchFamily::kRdna4: return {64, 12, 64};
+    case ArchFamily::kRdna3: return {64, 12, 64};
+    // wave64: one wave per block, 304 CUs: more grid rows before a thread loops.
+    case ArchFamily::kCdna: return {64, 8, 128};
+  }
+  return {64, 16, 64};
+}
+
+}  // namespace causal_conv1d::gpu
