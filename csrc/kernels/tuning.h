@@ -107,8 +107,9 @@ __host__ __device__ constexpr FwdClTuning fwd_cl_tuning(ArchFamily f) {
     // ~10 KB per CU: 2 rows of 8 B x 32 lanes x 24+ waves per CU; 12 waves/SIMD.
     case ArchFamily::kRdna4: return {128, 12, 12, 32, 4, 16, true};
     case ArchFamily::kRdna3: return {128, 12, 12, 32, 4, 16, true};
-    // 6 waves/SIMD (80 VGPRs): 3 rows fit, 4 spilled.
-    case ArchFamily::kCdna: return {128, 6, 6, 32, 4, 24, true};
+    // 6 waves/SIMD (80 VGPRs): 2 rows of 8 B fit (3 spilled in the fp16 kernels): 16 B x 64 lanes
+    // x 6 waves x 4 SIMDs = 24 KB per CU in flight, short of the ~30-40 KB gfx942 needs.
+    case ArchFamily::kCdna: return {128, 6, 6, 32, 4, 16, true};
   }
   return {128, 8, 6, 32, 4, 16, false};
 }
