@@ -37,6 +37,14 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   return s + "_" + std::to_string(info.index);
 }
 
+std::string update_case_name(const ::testing::TestParamInfo<UpdateCase>& info) {
+  const UpdateCase& c = info.param;
+  return std::string(causal_conv1d::dtype_name(c.xt)) + "_w" + std::to_string(c.width) + "_B" +
+         std::to_string(c.batch) + "_D" + std::to_string(c.dim) + "_L" + std::to_string(c.seqlen) + "_S" +
+         std::to_string(c.state_len) + (c.circular ? "_circ" : "_shift") + (c.indices ? "_idx" : "") + "_" +
+         std::to_string(info.index);
+}
+
 BwdProblem::BwdProblem(const Case& cs) : fwd(cs) {
   const Case& c = fwd.c;
   const int64_t B = c.batch, D = c.dim, L = c.seqlen, W = c.width;

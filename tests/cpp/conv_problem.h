@@ -124,5 +124,6 @@ struct UpdateProblem {
 std::vector<Case> fwd_cases();
 std::vector<UpdateCase> update_cases();
 std::string case_name(const ::testing::TestParamInfo<Case>& info);
+std::string update_case_name(const ::testing::TestParamInfo<UpdateCase>& info);
 
 }  // namespace cc_test

@@ -89,13 +89,6 @@ TEST_P(CpuUpdate, MatchesFormula) {
   EXPECT_EQ(pr.state.bytes, pr.want_state.bytes) << "conv_state after the update";
 }
 
-INSTANTIATE_TEST_SUITE_P(All, CpuUpdate, ::testing::ValuesIn(cc_test::update_cases()),
-                         [](const ::testing::TestParamInfo<UpdateCase>& info) {
-                           const UpdateCase& c = info.param;
-                           return std::string(causal_conv1d::dtype_name(c.xt)) + "_w" + std::to_string(c.width) + "_L" +
-                                  std::to_string(c.seqlen) + "_S" + std::to_string(c.state_len) +
-                                  (c.circular ? "_circ" : "_shift") + (c.indices ? "_idx" : "") + "_" +
-                                  std::to_string(info.index);
-                         });
+INSTANTIATE_TEST_SUITE_P(All, CpuUpdate, ::testing::ValuesIn(cc_test::update_cases()), cc_test::update_case_name);
 
 }  // namespace

@@ -213,6 +213,6 @@ TEST_P(GpuUpdate, MatchesCpu) {
   EXPECT_EQ(gpu.state.bytes, cpu.state.bytes) << "conv_state after the update";
 }
 
-INSTANTIATE_TEST_SUITE_P(All, GpuUpdate, ::testing::ValuesIn(cc_test::update_cases()));
+INSTANTIATE_TEST_SUITE_P(All, GpuUpdate, ::testing::ValuesIn(cc_test::update_cases()), cc_test::update_case_name);
 
 }  // namespace
