@@ -6,6 +6,9 @@ Environment (all optional; CMake reads them, see cmake/GpuBackend.cmake and the 
     CAUSAL_CONV1D_BACKEND      hip | cuda | cpu | auto (default: from the PyTorch build)
     CAUSAL_CONV1D_HIP_ARCHS    e.g. "gfx1201;gfx1100" (else PYTORCH_ROCM_ARCH, HIP_ARCHITECTURES)
     CAUSAL_CONV1D_CUDA_ARCHS   e.g. "90" (else TORCH_CUDA_ARCH_LIST)
+    ROCM_PATH, HIP_PATH        the ROCm to build with (else ROCm Python packages, /opt/rocm, /usr)
+    CAUSAL_CONV1D_ALLOW_HIP_MISMATCH  1 to build against a HIP whose major version differs from
+                               PyTorch's (refused otherwise)
     CAUSAL_CONV1D_BUILD_DIR    CMake build directory (default: build/cmake-<python tag>-<hash of
                                the settings above>)
     CAUSAL_CONV1D_BUILD_TESTS  1 to also build the GoogleTest suite in that directory
@@ -34,6 +37,9 @@ CONFIG_ENV = (
     "HIP_ARCHITECTURES",
     "CAUSAL_CONV1D_CUDA_ARCHS",
     "TORCH_CUDA_ARCH_LIST",
+    "ROCM_PATH",
+    "HIP_PATH",
+    "CAUSAL_CONV1D_ALLOW_HIP_MISMATCH",
 )
 
 

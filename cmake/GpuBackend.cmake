@@ -116,8 +116,11 @@ if(_backend STREQUAL "hip")
   endforeach()
   # Must be set before enable_language(HIP): otherwise CMake asks the machine's GPUs (native).
   set(CMAKE_HIP_ARCHITECTURES "${_archs}" CACHE STRING "AMD GPU targets" FORCE)
+  include(RocmToolchain)  # which ROCm: compiler, HIP root, package prefix
   enable_language(HIP)
   set(CAUSAL_CONV1D_GPU_ARCHS ${_archs})
+  set(CAUSAL_CONV1D_ROCM_ROOT "${CMAKE_HIP_COMPILER_ROCM_ROOT}")
+  message(STATUS "causal-conv1d: ROCm ${CAUSAL_CONV1D_ROCM_ROOT} (${CAUSAL_CONV1D_ROCM_SOURCE})")
   message(STATUS "causal-conv1d: HIP archs ${_archs} (${_archs_source}); compiler ${CMAKE_HIP_COMPILER} ${CMAKE_HIP_COMPILER_VERSION}")
 
 # --- CUDA ------------------------------------------------------------------------------------

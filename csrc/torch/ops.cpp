@@ -18,6 +18,8 @@ std::string build_config() {
   std::string s = "backend=" CAUSAL_CONV1D_BACKEND_NAME "\n";
   s += "gpu_archs=" CAUSAL_CONV1D_GPU_ARCHS "\n";
   s += "torch_version=" CAUSAL_CONV1D_TORCH_VERSION "\n";
+  s += "hip_version=" CAUSAL_CONV1D_HIP_VERSION "\n";  // empty unless a HIP build
+  s += "rocm_root=" CAUSAL_CONV1D_ROCM_ROOT "\n";
   return s;
 }
 
