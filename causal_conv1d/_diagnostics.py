@@ -1,4 +1,5 @@
-"""Which GPUs this build can run on: the import-time check and show_config()."""
+"""Which GPUs this build can run on, and whether its HIP runtime is the process's only one: the
+import-time checks and show_config()."""
 
 import glob
 import os
@@ -34,6 +35,37 @@ def kfd_gpu_archs(nodes_dir=KFD_NODES):
     return archs
 
 
+def loaded_hip_runtimes(maps_text=None):
+    """The distinct HIP runtime files (libamdhip64.so*) mapped into this process, as real paths,
+    read from /proc/self/maps (or from the given text of such a file)."""
+    if maps_text is None:
+        try:
+            with open("/proc/self/maps") as f:
+                maps_text = f.read()
+        except OSError:
+            return []
+    files = set()
+    for line in maps_text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) == 6 and os.path.basename(parts[5]).startswith("libamdhip64.so"):
+            path = parts[5].strip()
+            files.add(os.path.realpath(path) if os.path.exists(path) else path)
+    return sorted(files)
+
+
+def check_single_hip_runtime(files):
+    """Two different HIP runtimes in one process fail at the first kernel launch (or later, with an
+    HSA error that names neither): refuse at import, naming both."""
+    if len(files) > 1:
+        raise ImportError(
+            "causal_conv1d: two different HIP runtimes are loaded into this process: "
+            + " and ".join(files)
+            + ". The extension was built against a HIP whose library differs from PyTorch's. Rebuild it "
+            "with the ROCm matching PyTorch (python -c 'import torch; print(torch.version.hip)'): "
+            "ROCM_PATH=/opt/rocm-X.Y pip install --no-build-isolation . (README: Which ROCm?)"
+        )
+
+
 def arch_supported(arch):
     """Whether this build's GPU code runs on a device of that arch ("gfx1201"; "90" for NVIDIA
     compute capability 9.0). The rule lives in the library (csrc/include/causal_conv1d/arch_check.h),
@@ -42,10 +74,13 @@ def arch_supported(arch):
 
 
 def check_devices_at_import():
-    """Refuses a HIP build on a machine none of whose AMD GPUs it has code for, naming both and
-    the rebuild command (instead of a later 'invalid device function'). Skipped with
+    """Refuses a HIP build that shares the process with a second HIP runtime (naming both files),
+    or that runs on a machine none of whose AMD GPUs it has code for, naming both and the rebuild
+    command (instead of a later 'invalid device function'). The arch check is skipped with
     CAUSAL_CONV1D_SKIP_ARCH_CHECK=1, or where sysfs does not list the GPUs; each GPU call checks
     its own device again."""
+    if build_config()["backend"] == "hip":
+        check_single_hip_runtime(loaded_hip_runtimes())
     if os.environ.get("CAUSAL_CONV1D_SKIP_ARCH_CHECK") == "1" or build_config()["backend"] != "hip":
         return
     present = kfd_gpu_archs()
@@ -90,9 +125,14 @@ def show_config(file=None):
     if cfg["backend"] == "hip":
         print(f"  code objects:   {', '.join(gpu_archs(LIBRARY_PATH)) or '(none found)'}", file=out)
     print(f"  built against:  PyTorch {cfg['torch_version']}", file=out)
+    if cfg["backend"] == "hip":
+        print(f"  built with:     HIP {cfg.get('hip_version') or '?'} from {cfg.get('rocm_root') or '?'}", file=out)
     runtime = f"ROCm/HIP {torch.version.hip}" if torch.version.hip else (
         f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU only")
     print(f"  running with:   PyTorch {torch.__version__} ({runtime})", file=out)
+    if cfg["backend"] == "hip":
+        runtimes = loaded_hip_runtimes()
+        print(f"  HIP runtime:    {', '.join(runtimes) or '(none loaded)'}", file=out)
     rows = device_report()
     if not rows:
         print("  GPUs:           none visible", file=out)

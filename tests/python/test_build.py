@@ -92,3 +92,45 @@ def test_configure_stops_when_torch_has_no_cpp_headers(tmp_path):
     assert proc.returncode != 0
     assert "PyTorch 2.99.0" in text and "has no C++ headers" in text, text
     assert "torch/library.h" in text and "libtorch-dev" in text, text
+
+
+def _hip_check(tmp_path, found, torch, allow=""):
+    """Runs cmake/HipVersionCheck.cmake's decision in script mode; returns (exit code, output)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("cmake") is None:
+        pytest.skip("cmake not on PATH")
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    script = tmp_path / "check.cmake"
+    script.write_text(
+        f'include("{repo}/cmake/HipVersionCheck.cmake")\n'
+        f'causal_conv1d_check_hip_versions("{found}" "/opt/rocm-x/lib/cmake/hip" "{torch}" '
+        f'"torch.version.hip of python3" "{allow}")\n'
+    )
+    proc = subprocess.run(["cmake", "-P", str(script)], capture_output=True, text=True)
+    return proc.returncode, " ".join((proc.stdout + proc.stderr).split())
+
+
+@pytest.mark.parametrize(
+    "found,torch,allow,ok,expect",
+    [
+        ("6.4.43484", "6.4.43484-2d6e21c8d", "", True, "matches PyTorch's HIP 6.4.43484-2d6e21c8d"),
+        ("6.4.43484", "6.3.42131-fa1d09cbd", "", True, "CMake Warning"),
+        ("7.0.51831", "6.4.43484-2d6e21c8d", "", False, "different major versions cannot share a process"),
+        ("7.0.51831", "6.4.43484-2d6e21c8d", "1", True, "built anyway because CAUSAL_CONV1D_ALLOW_HIP_MISMATCH=1"),
+        ("6.4.43484", "", "", True, "PyTorch is not a ROCm build"),
+    ],
+    ids=["same", "minor", "major", "major-allowed", "no-rocm-torch"],
+)
+def test_hip_version_check(tmp_path, found, torch, allow, ok, expect):
+    # The configure-time rule: same major.minor fine, other minor a warning, other major an error
+    # (unless overridden) naming both versions, their sources and the ROCm to use.
+    rc, text = _hip_check(tmp_path, found, torch, allow)
+    assert (rc == 0) == ok, text
+    assert expect in text, text
+    if torch:
+        assert found in text and torch in text, "both versions are named"
+    if not ok:
+        assert "ROCM_PATH=/opt/rocm-6.4" in text and "CMAKE_PREFIX_PATH" in text, text
+        assert "/opt/rocm-x/lib/cmake/hip" in text and "torch.version.hip of python3" in text, text

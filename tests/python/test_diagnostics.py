@@ -72,3 +72,50 @@ def test_python_dash_m():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     out = subprocess.run([sys.executable, "-m", "causal_conv1d"], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.startswith("causal_conv1d ")
+
+
+_MAPS = """\
+7f00a000-7f00b000 r-xp 00000000 08:01 123 /opt/torch/lib/libamdhip64.so.6
+7f00b000-7f00c000 r--p 00001000 08:01 123 /opt/torch/lib/libamdhip64.so.6
+7f10a000-7f10b000 r-xp 00000000 08:01 456 /opt/rocm-7.0.0/lib/libamdhip64.so.7.0.51831
+7f20a000-7f20b000 r-xp 00000000 08:01 789 /usr/lib/x86_64-linux-gnu/libc.so.6
+7f30a000-7f30b000 rw-p 00000000 00:00 0
+"""
+
+
+def test_loaded_hip_runtimes_reads_distinct_files():
+    assert _diagnostics.loaded_hip_runtimes(_MAPS) == [
+        "/opt/rocm-7.0.0/lib/libamdhip64.so.7.0.51831",
+        "/opt/torch/lib/libamdhip64.so.6",
+    ]
+    assert _diagnostics.loaded_hip_runtimes("") == []
+
+
+def test_two_hip_runtimes_refuse_import_naming_both():
+    files = _diagnostics.loaded_hip_runtimes(_MAPS)
+    with pytest.raises(ImportError, match=r"two different HIP runtimes are loaded") as err:
+        _diagnostics.check_single_hip_runtime(files)
+    assert "/opt/torch/lib/libamdhip64.so.6" in str(err.value)
+    assert "/opt/rocm-7.0.0/lib/libamdhip64.so.7.0.51831" in str(err.value)
+    assert "ROCM_PATH=/opt/rocm-X.Y" in str(err.value)
+    _diagnostics.check_single_hip_runtime(files[:1])  # one runtime: fine
+    _diagnostics.check_single_hip_runtime([])
+
+
+def test_one_runtime_through_two_names_is_one(tmp_path):
+    # The same file mapped under a link and its real name (lib/libamdhip64.so -> .so.6.4.43484).
+    real = tmp_path / "libamdhip64.so.6.4.43484"
+    real.write_bytes(b"")
+    link = tmp_path / "libamdhip64.so"
+    link.symlink_to(real.name)
+    maps = f"1-2 r-xp 0 0:0 1 {real}\n3-4 r-xp 0 0:0 1 {link}\n"
+    assert _diagnostics.loaded_hip_runtimes(maps) == [str(real)]
+
+
+def test_this_process_has_at_most_one_hip_runtime():
+    # What the import-time check saw: importing causal_conv1d did not fail, and the runtimes now
+    # loaded are at most one (none in a CUDA or CPU build).
+    runtimes = _diagnostics.loaded_hip_runtimes()
+    assert len(runtimes) <= 1
+    if build_config()["backend"] == "hip":
+        assert runtimes, "a HIP build links libamdhip64"
