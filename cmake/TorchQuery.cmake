@@ -4,7 +4,8 @@
 #
 # In:  CAUSAL_CONV1D_PYTHON (defaults to the first python3 on PATH)
 # Out: TORCH_VERSION, TORCH_HIP_VERSION, TORCH_CUDA_VERSION, TORCH_INCLUDE_DIRS,
-#      TORCH_LIBRARY_DIR, TORCH_CXX11_ABI, PYTHON_EXT_SUFFIX, and the target causal_conv1d::torch
+#      TORCH_LIBRARY_DIR, TORCH_CXX11_ABI, PYTHON_EXT_SUFFIX, TORCH_PARALLEL_BACKEND,
+#      TORCH_OPENMP_LIBRARY, and the targets causal_conv1d::torch and causal_conv1d::torch_parallel
 
 if(NOT CAUSAL_CONV1D_PYTHON)
   find_program(CAUSAL_CONV1D_PYTHON NAMES python3 python REQUIRED)
@@ -20,6 +21,23 @@ print("include_dirs=" + "|".join(ce.include_paths()))
 print("library_dir=" + os.path.join(os.path.dirname(torch.__file__), "lib"))
 print("cxx11_abi=" + str(int(torch._C._GLIBCXX_USE_CXX11_ABI)))
 print("ext_suffix=" + sysconfig.get_config_var("EXT_SUFFIX"))
+try:
+    info = torch.__config__.parallel_info()
+except Exception:
+    info = ""
+print("parallel=" + next((l.split(":", 1)[1].strip() for l in info.splitlines()
+                          if l.startswith("ATen parallel backend")), "unknown"))
+# The OpenMP runtime this process has mapped since `import torch` (system libgomp.so.1, a wheel's
+# own libgomp-<hash>.so.1 or libgomp.so.1 in torch/lib, LLVM libomp, Intel libiomp5).
+import re
+omp = ""
+with open("/proc/self/maps") as maps:
+    for line in maps:
+        path = line.split()[-1] if len(line.split()) >= 6 else ""
+        if re.match(r"lib(gomp|omp|iomp5)([-.].*)?\.so", os.path.basename(path)):
+            omp = os.path.realpath(path)
+            break
+print("openmp_library=" + omp)
 ]=])
 execute_process(
   COMMAND "${CAUSAL_CONV1D_PYTHON}" -c "${_torch_query}"
@@ -41,6 +59,7 @@ string(REPLACE "|" ";" TORCH_INCLUDE_DIRS "${_torch_include_dirs}")
 set(TORCH_LIBRARY_DIR "${_torch_library_dir}")
 set(TORCH_CXX11_ABI "${_torch_cxx11_abi}")
 set(PYTHON_EXT_SUFFIX "${_torch_ext_suffix}")
+set(TORCH_PARALLEL_BACKEND "${_torch_parallel}")
 
 # The C++ headers ship in a separate package on some distributions (Debian/Ubuntu: python3-torch
 # without libtorch-dev leaves dangling symlinks) and are stripped from some wheels: say so now
@@ -74,3 +93,43 @@ target_include_directories(causal_conv1d_torch SYSTEM INTERFACE ${TORCH_INCLUDE_
 target_compile_definitions(causal_conv1d_torch INTERFACE _GLIBCXX_USE_CXX11_ABI=${TORCH_CXX11_ABI})
 target_link_libraries(causal_conv1d_torch INTERFACE
   ${TORCH_torch_LIBRARY} ${TORCH_torch_cpu_LIBRARY} ${TORCH_c10_LIBRARY})
+
+# at::parallel_for is a header template. With ATen's OpenMP backend it parallelises only in code
+# compiled with OpenMP (#pragma omp parallel under _OPENMP); compiled without, it runs the whole
+# range on the calling thread. So the torch layer's CPU ops are compiled with OpenMP, and linked to
+# the very runtime torch has loaded (never a second copy: two OpenMP runtimes in one process ignore
+# each other's thread settings, and wheels ship their own renamed libgomp). GCC and Clang both
+# emit calls a libgomp or an LLVM libomp (which also exports the GOMP_* entry points) accepts.
+add_library(causal_conv1d_torch_parallel INTERFACE)
+add_library(causal_conv1d::torch_parallel ALIAS causal_conv1d_torch_parallel)
+set(CAUSAL_CONV1D_OPENMP_LIBRARY "" CACHE FILEPATH
+    "OpenMP runtime PyTorch uses (found from the running torch when empty)")
+if(TORCH_PARALLEL_BACKEND STREQUAL "OpenMP")
+  set(TORCH_OPENMP_LIBRARY "${CAUSAL_CONV1D_OPENMP_LIBRARY}")
+  if(NOT TORCH_OPENMP_LIBRARY)
+    set(TORCH_OPENMP_LIBRARY "${_torch_openmp_library}")
+  endif()
+  if(NOT TORCH_OPENMP_LIBRARY OR NOT EXISTS "${TORCH_OPENMP_LIBRARY}")
+    message(FATAL_ERROR
+      "causal-conv1d: the PyTorch of ${CAUSAL_CONV1D_PYTHON} parallelises with OpenMP, but no OpenMP "
+      "runtime is mapped after `import torch`. Without it the CPU ops would run on one thread. "
+      "Pass -DCAUSAL_CONV1D_OPENMP_LIBRARY=/path/to/the/libgomp.so.1 that libtorch_cpu.so uses.")
+  endif()
+  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    if(TORCH_OPENMP_LIBRARY MATCHES "gomp")
+      set(_omp_flag -fopenmp=libgomp)
+    else()
+      set(_omp_flag -fopenmp=libomp)
+    endif()
+  else()
+    set(_omp_flag -fopenmp)
+  endif()
+  target_compile_options(causal_conv1d_torch_parallel INTERFACE $<$<COMPILE_LANGUAGE:CXX>:${_omp_flag}>)
+  target_link_libraries(causal_conv1d_torch_parallel INTERFACE "${TORCH_OPENMP_LIBRARY}")
+  message(STATUS "causal-conv1d: CPU ops parallel through PyTorch's OpenMP runtime ${TORCH_OPENMP_LIBRARY}")
+elseif(TORCH_PARALLEL_BACKEND STREQUAL "unknown")
+  message(FATAL_ERROR "causal-conv1d: cannot tell how the PyTorch of ${CAUSAL_CONV1D_PYTHON} parallelises "
+                      "(torch.__config__.parallel_info() names no ATen parallel backend)")
+else()
+  message(STATUS "causal-conv1d: CPU ops parallel through PyTorch's ${TORCH_PARALLEL_BACKEND} thread pool")
+endif()

@@ -6,6 +6,13 @@
 #include "causal_conv1d/cpu.h"
 #include "checks.h"
 
+// With ATen's OpenMP backend, at::parallel_for runs its whole range on the calling thread in code
+// compiled without OpenMP. cmake/TorchQuery.cmake compiles this file with PyTorch's OpenMP runtime;
+// this stops a build that would silently leave the CPU ops on one thread.
+#if !defined(INTRA_OP_PARALLEL)
+#error "at::parallel_for is serial in this translation unit: build it with OpenMP (cmake/TorchQuery.cmake)"
+#endif
+
 namespace causal_conv1d::torch_ops {
 namespace {
 

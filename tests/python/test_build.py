@@ -134,3 +134,36 @@ def test_hip_version_check(tmp_path, found, torch, allow, ok, expect):
     if not ok:
         assert "ROCM_PATH=/opt/rocm-6.4" in text and "CMAKE_PREFIX_PATH" in text, text
         assert "/opt/rocm-x/lib/cmake/hip" in text and "torch.version.hip of python3" in text, text
+
+
+def test_cpu_ops_share_torchs_openmp_runtime():
+    # The torch layer is compiled with OpenMP so that at::parallel_for uses PyTorch's threads
+    # (cpu_ops.cpp refuses to compile otherwise), and is linked to the runtime torch already has:
+    # a second OpenMP runtime would ignore torch.set_num_threads. After loading our library the
+    # process maps exactly the OpenMP runtimes it mapped with torch alone.
+    import re
+    import subprocess
+    import sys
+
+    import torch
+
+    code = (
+        "import os, re, sys\n"
+        "def omp():\n"
+        "    found = set()\n"
+        "    for line in open('/proc/self/maps'):\n"
+        "        path = line.split()[-1]\n"
+        "        if re.match(r'lib(gomp|omp|iomp5)([-.].*)?\\.so', os.path.basename(path)):\n"
+        "            found.add(os.path.realpath(path))\n"
+        "    return sorted(found)\n"
+        "import torch\n"
+        "before = omp()\n"
+        "import causal_conv1d._ops\n"
+        "print(before)\n"
+        "print(omp())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    before, after = out[0], out[1]
+    assert before == after, f"OpenMP runtimes with torch alone: {before}; after loading causal_conv1d: {after}"
+    if "ATen parallel backend: OpenMP" in torch.__config__.parallel_info():
+        assert re.search(r"gomp|omp", after), after
