@@ -1,28 +1,33 @@
 // CPU forward. Works for any strides; the loop order follows the layout so the innermost loop
-// walks contiguous memory:
-//  - channel-first: one task per (batch, channel) row, the row streamed through a float buffer in
-//    chunks of kTimeChunk with the previous (width - 1) values carried in front as the halo;
-//  - channel-last: one task per (batch, block of kChannelBlock channels), walking time with a
-//    rolling window of the last (width - 1) inputs per channel.
-// In both, the halo starts as initial_states (or zeros) and ends as the final states. With seq_idx a
-// tap counts only if its position has the output's id, and a negative id marks a padding token
-// whose output is exactly 0 (upstream >= 1.6).
+// walks contiguous memory. Without seq_idx the work goes through vec.h's SIMD rows ("vectorised
+// paths", below):
+//  - channel-first: one task per (batch, channel) row, in chunks of kTimeChunk with the previous
+//    width - 1 inputs carried in front as the halo;
+//  - channel-last: tasks of kChannelBlockVec channels by kTimeBlock steps, each step a SIMD pass
+//    over a row of channels.
+// With seq_idx, element loops of the same two shapes (kChannelBlock channels in channel-last)
+// whose taps test ids: a tap counts only if its position has the output's id, and a negative id
+// marks a padding token whose output is exactly 0 (upstream >= 1.6). In all of them the halo
+// starts as initial_states (or zeros) and ends as the final states.
 #include <algorithm>
 #include <vector>
 
 #include "causal_conv1d/cpu.h"
 #include "causal_conv1d/dispatch.h"
 #include "common.h"
+#include "vec.h"
 
 namespace causal_conv1d::cpu {
 
 namespace {
 
-template <typename T, int kWidth, bool kSeqIdx>
-void fwd_rows_channel_first(const FwdParams& p, int64_t row_begin, int64_t row_end) {
+// --- Element loops with seq_idx ------------------------------------------------------------------
+
+template <typename T, int kWidth>
+void fwd_rows_channel_first_seq(const FwdParams& p, int64_t row_begin, int64_t row_end) {
   constexpr int kHalo = kWidth - 1;
   std::vector<float> buf(kTimeChunk + kHalo);
-  std::vector<int32_t> seq(kSeqIdx ? kTimeChunk + kHalo : 0);
+  std::vector<int32_t> seq(kTimeChunk + kHalo);
   for (int64_t row = row_begin; row < row_end; ++row) {
     const int64_t b = row / p.dim, c = row % p.dim;
     float w[kWidth];
@@ -36,34 +41,27 @@ void fwd_rows_channel_first(const FwdParams& p, int64_t row_begin, int64_t row_e
       buf[j] = p.initial_states
                    ? ld<T>(p.initial_states, b * p.init_batch_stride + c * p.init_c_stride + j * p.init_l_stride)
                    : 0.0f;
-      if constexpr (kSeqIdx) seq[j] = -1;  // never equal to a real position's id
+      seq[j] = -1;  // never equal to a real position's id
     }
     for (int64_t t0 = 0; t0 < p.seqlen; t0 += kTimeChunk) {
       const int64_t n = std::min(kTimeChunk, p.seqlen - t0);
       for (int64_t i = 0; i < n; ++i) buf[kHalo + i] = ld<T>(p.x, x_off + (t0 + i) * p.x_l_stride);
-      if constexpr (kSeqIdx) {
-        for (int64_t i = 0; i < n; ++i)
-          seq[kHalo + i] = p.seq_idx[b * p.seq_idx_batch_stride + (t0 + i) * p.seq_idx_l_stride];
-      }
+      for (int64_t i = 0; i < n; ++i)
+        seq[kHalo + i] = p.seq_idx[b * p.seq_idx_batch_stride + (t0 + i) * p.seq_idx_l_stride];
       for (int64_t i = 0; i < n; ++i) {
-        if constexpr (kSeqIdx) {
-          if (seq[i + kHalo] < 0) {  // padding token: exactly 0
-            st<T>(p.out, out_off + (t0 + i) * p.out_l_stride, 0.0f);
-            continue;
-          }
+        if (seq[i + kHalo] < 0) {  // padding token: exactly 0
+          st<T>(p.out, out_off + (t0 + i) * p.out_l_stride, 0.0f);
+          continue;
         }
         float acc = bias;
         for (int k = 0; k < kWidth; ++k) {
-          if constexpr (kSeqIdx) {
-            if (seq[i + k] != seq[i + kHalo]) continue;
-          }
-          acc += w[k] * buf[i + k];
+          if (seq[i + k] == seq[i + kHalo]) acc += w[k] * buf[i + k];
         }
         st<T>(p.out, out_off + (t0 + i) * p.out_l_stride, p.silu ? silu(acc) : acc);
       }
       for (int j = 0; j < kHalo; ++j) {
         buf[j] = buf[n + j];
-        if constexpr (kSeqIdx) seq[j] = seq[n + j];
+        seq[j] = seq[n + j];
       }
     }
     if (p.final_states) {
@@ -73,8 +71,8 @@ void fwd_rows_channel_first(const FwdParams& p, int64_t row_begin, int64_t row_e
   }
 }
 
-template <typename T, int kWidth, bool kSeqIdx>
-void fwd_blocks_channel_last(const FwdParams& p, int64_t blk_begin, int64_t blk_end) {
+template <typename T, int kWidth>
+void fwd_blocks_channel_last_seq(const FwdParams& p, int64_t blk_begin, int64_t blk_end) {
   constexpr int kHalo = kWidth - 1;
   constexpr int64_t kB = kChannelBlock;
   const int64_t nblk = (p.dim + kB - 1) / kB;
@@ -101,10 +99,9 @@ void fwd_blocks_channel_last(const FwdParams& p, int64_t blk_begin, int64_t blk_
       for (int64_t i = 0; i < nc; ++i) cur[i] = ld<T>(p.x, x_off + i * p.x_c_stride + t * p.x_l_stride);
       // Which history taps belong to the same sequence as t: one decision for all channels.
       bool use[kHalo > 0 ? kHalo : 1];
-      int32_t seq_t = 0;
-      if constexpr (kSeqIdx) seq_t = p.seq_idx[b * p.seq_idx_batch_stride + t * p.seq_idx_l_stride];
-      for (int j = 0; j < kHalo; ++j) use[j] = !kSeqIdx || seq_hist[j] == seq_t;
-      const bool padding = kSeqIdx && seq_t < 0;  // padding token: exactly 0
+      const int32_t seq_t = p.seq_idx[b * p.seq_idx_batch_stride + t * p.seq_idx_l_stride];
+      for (int j = 0; j < kHalo; ++j) use[j] = seq_hist[j] == seq_t;
+      const bool padding = seq_t < 0;  // padding token: exactly 0
       for (int64_t i = 0; i < nc; ++i) {
         float acc = bias[i] + w[kHalo][i] * cur[i];
         for (int j = 0; j < kHalo; ++j) acc += use[j] ? w[j][i] * hist[j][i] : 0.0f;
@@ -127,26 +124,152 @@ void fwd_blocks_channel_last(const FwdParams& p, int64_t blk_begin, int64_t blk_
   }
 }
 
+// --- Vectorised paths (no seq_idx): float rows through vec.h ----------------------------------
+
+// Channel-first: each (batch, channel) row in chunks of kTimeChunk, the width - 1 previous inputs
+// carried as the halo (initial_states, or zeros, at first; the final states at the end). fp32
+// rows with unit stride are read and written in place; others go through float buffers.
+void fwd_rows_channel_first_vec(const FwdParams& p, int64_t row_begin, int64_t row_end) {
+  const int halo = p.width - 1;
+  const bool f32 = p.x_dtype == DType::kFloat32;
+  std::vector<float> xbuf(kTimeChunk), obuf(kTimeChunk);
+  for (int64_t row = row_begin; row < row_end; ++row) {
+    const int64_t b = row / p.dim, c = row % p.dim;
+    float w[kMaxWidth], carry[kMaxWidth - 1];
+    for (int k = 0; k < p.width; ++k)
+      w[k] = load_as_float(p.weight, p.w_dtype, c * p.weight_c_stride + k * p.weight_w_stride);
+    const float bias = p.bias ? load_as_float(p.bias, p.w_dtype, c * p.bias_stride) : 0.0f;
+    for (int j = 0; j < halo; ++j)
+      carry[j] = p.initial_states ? load_as_float(p.initial_states, p.x_dtype,
+                                                  b * p.init_batch_stride + c * p.init_c_stride + j * p.init_l_stride)
+                                  : 0.0f;
+    const int64_t x_off = b * p.x_batch_stride + c * p.x_c_stride;
+    const int64_t out_off = b * p.out_batch_stride + c * p.out_c_stride;
+    for (int64_t t0 = 0; t0 < p.seqlen; t0 += kTimeChunk) {
+      const int64_t n = std::min(kTimeChunk, p.seqlen - t0);
+      const float* xin = xbuf.data();
+      if (f32 && p.x_l_stride == 1) {
+        xin = static_cast<const float*>(p.x) + x_off + t0;
+      } else {
+        load_run(p.x, p.x_dtype, x_off + t0 * p.x_l_stride, p.x_l_stride, xbuf.data(), n);
+      }
+      const bool direct_out = f32 && p.out_l_stride == 1;
+      float* o = direct_out ? static_cast<float*>(p.out) + out_off + t0 : obuf.data();
+      vec::conv_row(carry, xin, o, n, w, p.width, bias, p.silu);
+      if (!direct_out) store_run(obuf.data(), p.x_dtype, p.out, out_off + t0 * p.out_l_stride, p.out_l_stride, n);
+      // The last width - 1 inputs of [carry, this chunk] are the next chunk's halo.
+      for (int j = 0; j < halo; ++j) {
+        const int64_t q = n - halo + j;  // position in this chunk
+        carry[j] = q >= 0 ? xin[q] : carry[j + n];
+      }
+    }
+    if (p.final_states) {
+      for (int j = 0; j < halo; ++j)
+        store_from_float(p.final_states, p.x_dtype,
+                         b * p.final_batch_stride + c * p.final_c_stride + j * p.final_l_stride, carry[j]);
+    }
+  }
+}
+
+// Channel-last: a task (ClTasks) is kChannelBlockVec channels by kTimeBlock steps of one batch row.
+// It walks its steps vec::kMaxColSteps at a time (vec::conv_cols). fp32 rows with unit channel
+// stride are used in place (x's rows as the window, out's rows as the results); others go through
+// a ring of float rows and float output rows. Rows before t = 0 come from initial_states (or are
+// zeros); the task ending at seqlen writes the final states.
+constexpr int64_t kTimeBlock = 512;
+
+void fwd_tasks_channel_last_vec(const FwdParams& p, const ClTasks& tasks, int64_t task_begin, int64_t task_end) {
+  const int halo = p.width - 1;
+  constexpr int64_t kB = kChannelBlockVec, kLd = kRowStride;
+  constexpr int kS = vec::kMaxColSteps;
+  const int64_t ring_rows = halo + kS;  // rows t - halo .. t + kS - 1 have distinct slots
+  const bool direct_x = p.x_dtype == DType::kFloat32 && p.x_c_stride == 1;
+  const bool direct_out = p.x_dtype == DType::kFloat32 && p.out_c_stride == 1;
+  std::vector<float> wt(kMaxWidth * kLd), bias(kB), before((kMaxWidth - 1) * kLd);
+  std::vector<float> ring(direct_x ? 0 : (kMaxWidth - 1 + kS) * kLd), obuf(direct_out ? 0 : kS * kLd);
+  for (int64_t task = task_begin; task < task_end; ++task) {
+    const int64_t tb = task % tasks.tblocks, rest = task / tasks.tblocks;
+    const int64_t cb = rest % tasks.cblocks, b = rest / tasks.cblocks;
+    const int64_t c0 = cb * kB, nc = std::min(kB, p.dim - c0);
+    const int64_t t0 = tb * tasks.tlen, t1 = std::min(p.seqlen, t0 + tasks.tlen);
+    for (int64_t i = 0; i < nc; ++i) {
+      const int64_t c = c0 + i;
+      for (int k = 0; k < p.width; ++k)
+        wt[k * kLd + i] = load_as_float(p.weight, p.w_dtype, c * p.weight_c_stride + k * p.weight_w_stride);
+      bias[i] = p.bias ? load_as_float(p.bias, p.w_dtype, c * p.bias_stride) : 0.0f;
+    }
+    const int64_t x_off = b * p.x_batch_stride + c0 * p.x_c_stride;
+    const int64_t out_off = b * p.out_batch_stride + c0 * p.out_c_stride;
+    // before[j]: position j - halo (< 0), initial_states or zeros.
+    for (int j = 0; j < halo && t0 - halo + j < 0; ++j) {
+      float* r = before.data() + j * kLd;
+      if (p.initial_states) {
+        load_run(p.initial_states, p.x_dtype, b * p.init_batch_stride + c0 * p.init_c_stride + j * p.init_l_stride,
+                 p.init_c_stride, r, nc);
+      } else {
+        std::fill(r, r + nc, 0.0f);
+      }
+    }
+    auto ring_row = [&](int64_t s) { return ring.data() + (s % ring_rows) * kLd; };  // s >= 0
+    auto row_of = [&](int64_t s) -> const float* {
+      if (s < 0) return before.data() + (s + halo) * kLd;
+      return direct_x ? static_cast<const float*>(p.x) + x_off + s * p.x_l_stride : ring_row(s);
+    };
+    auto load_rows = [&](int64_t s0, int64_t s1) {
+      if (direct_x) return;
+      for (int64_t s = std::max<int64_t>(0, s0); s < s1; ++s)
+        load_run(p.x, p.x_dtype, x_off + s * p.x_l_stride, p.x_c_stride, ring_row(s), nc);
+    };
+    load_rows(t0 - halo, t0);
+    for (int64_t t = t0; t < t1; t += kS) {
+      const int steps = int(std::min<int64_t>(kS, t1 - t));
+      load_rows(t, t + steps);
+      const float* win[kMaxWidth - 1 + kS];
+      float* outs[kS];
+      for (int k = 0; k < halo + steps; ++k) win[k] = row_of(t - halo + k);
+      for (int s = 0; s < steps; ++s)
+        outs[s] = direct_out ? static_cast<float*>(p.out) + out_off + (t + s) * p.out_l_stride : obuf.data() + s * kLd;
+      vec::conv_cols(win, outs, steps, nc, wt.data(), kLd, p.width, bias.data(), p.silu);
+      if (!direct_out) {
+        for (int s = 0; s < steps; ++s)
+          store_run(outs[s], p.x_dtype, p.out, out_off + (t + s) * p.out_l_stride, p.out_c_stride, nc);
+      }
+    }
+    if (p.final_states && t1 == p.seqlen) {
+      for (int j = 0; j < halo; ++j)
+        store_run(row_of(p.seqlen - halo + j), p.x_dtype, p.final_states,
+                  b * p.final_batch_stride + c0 * p.final_c_stride + j * p.final_l_stride, p.final_c_stride, nc);
+    }
+  }
+}
+
 }  // namespace
 
 int launch_fwd(const FwdParams& p, const ParallelFor& pfor) {
   if (p.batch == 0 || p.dim == 0) return kSuccess;
+  if (p.width < kMinWidth || p.width > kMaxWidth) return kErrUnsupportedWidth;
+  if (p.seq_idx == nullptr) {
+    if (p.channel_last) {
+      const ClTasks tasks(p.batch, p.dim, p.seqlen, kTimeBlock);
+      pfor(tasks.count(), 1, [&](int64_t a, int64_t z) { fwd_tasks_channel_last_vec(p, tasks, a, z); });
+    } else {
+      const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(p.seqlen, 1));
+      pfor(p.batch * p.dim, grain, [&](int64_t r0, int64_t r1) { fwd_rows_channel_first_vec(p, r0, r1); });
+    }
+    return kSuccess;
+  }
   return dispatch_dtype(p.x_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return dispatch_width(p.width, [&](auto W) {
       constexpr int kWidth = decltype(W)::value;
-      return dispatch_bool(p.seq_idx != nullptr, [&](auto S) {
-        constexpr bool kSeqIdx = decltype(S)::value;
-        if (p.channel_last) {
-          const int64_t nblk = p.batch * ((p.dim + kChannelBlock - 1) / kChannelBlock);
-          pfor(nblk, 1, [&](int64_t b0, int64_t b1) { fwd_blocks_channel_last<T, kWidth, kSeqIdx>(p, b0, b1); });
-        } else {
-          const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(p.seqlen, 1));
-          pfor(p.batch * p.dim, grain,
-               [&](int64_t r0, int64_t r1) { fwd_rows_channel_first<T, kWidth, kSeqIdx>(p, r0, r1); });
-        }
-        return int(kSuccess);
-      });
+      if (p.channel_last) {
+        const int64_t nblk = p.batch * ((p.dim + kChannelBlock - 1) / kChannelBlock);
+        pfor(nblk, 1, [&](int64_t b0, int64_t b1) { fwd_blocks_channel_last_seq<T, kWidth>(p, b0, b1); });
+      } else {
+        const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(p.seqlen, 1));
+        pfor(p.batch * p.dim, grain, [&](int64_t r0, int64_t r1) { fwd_rows_channel_first_seq<T, kWidth>(p, r0, r1); });
+      }
+      return int(kSuccess);
     });
   });
 }

@@ -1,11 +1,16 @@
-// CPU decode update. One task per (batch row, channel): read the width - 1 window entries from the
-// cache line, produce seqlen outputs with a rolling window, then write x into the state (shifted
-// or circular). Padding rows (negative conv_state_indices) get zero outputs and no state write.
+// CPU decode update. The decode layout takes a vectorised path (update_blocks_vec, below); any
+// other case (several tokens, circular states, other strides) one task per (batch row, channel):
+// read the width - 1 window entries from the cache line, produce seqlen outputs with a rolling
+// window, then write x into the state (shifted or circular). Padding rows (negative
+// conv_state_indices) get zero outputs and no state write.
 #include <algorithm>
+#include <cstring>
+#include <vector>
 
 #include "causal_conv1d/cpu.h"
 #include "causal_conv1d/dispatch.h"
 #include "common.h"
+#include "vec.h"
 
 namespace causal_conv1d::cpu {
 
@@ -65,10 +70,70 @@ void update_rows(const UpdateParams& p, int64_t row_begin, int64_t row_end) {
   }
 }
 
+// The decode layout (one token, shifted state, x / out / state with channels contiguous and each
+// channel's state_len entries contiguous): a task is a block of kUpdateBlock channels over every
+// batch row, its weights converted once (tap-major, so the step reads them contiguously). fp32
+// rows are stepped in place (state, x and out used directly); other dtypes go through float
+// copies of the state block, x and out.
+constexpr int64_t kUpdateBlock = 512;
+
+bool fits_decode_layout(const UpdateParams& p) {
+  return p.seqlen == 1 && p.cache_seqlens == nullptr && p.x_c_stride == 1 && p.out_c_stride == 1 &&
+         p.state_l_stride == 1 && p.state_c_stride == p.state_len && p.weight_w_stride == 1 &&
+         p.weight_c_stride == p.width && (p.bias == nullptr || p.bias_stride == 1);
+}
+
+void update_blocks_vec(const UpdateParams& p, int64_t blk_begin, int64_t blk_end) {
+  constexpr int64_t kB = kUpdateBlock;
+  const int64_t S = p.state_len;
+  const int esize = dtype_size(p.x_dtype);
+  const bool f32 = p.x_dtype == DType::kFloat32;
+  std::vector<float> wrow(kB * p.width), wt(kB * p.width), bias(kB, 0.0f), st(f32 ? 0 : kB * S), x(f32 ? 0 : kB),
+      out(f32 ? 0 : kB);
+  for (int64_t blk = blk_begin; blk < blk_end; ++blk) {
+    const int64_t c0 = blk * kB, nc = std::min(kB, p.dim - c0);
+    vec::widen(static_cast<const char*>(p.weight) + c0 * p.width * dtype_size(p.w_dtype), p.w_dtype, wrow.data(),
+               nc * p.width);
+    for (int k = 0; k < p.width; ++k) {
+      for (int64_t i = 0; i < nc; ++i) wt[k * kB + i] = wrow[i * p.width + k];
+    }
+    if (p.bias) vec::widen(static_cast<const char*>(p.bias) + c0 * dtype_size(p.w_dtype), p.w_dtype, bias.data(), nc);
+    for (int64_t b = 0; b < p.batch; ++b) {
+      char* out_row = static_cast<char*>(p.out) + (b * p.out_batch_stride + c0) * esize;
+      const int64_t line = p.conv_state_indices ? p.conv_state_indices[b] : b;
+      if (line < 0 || line >= p.num_cache_lines) {  // padding row: zero output, state untouched
+        std::memset(out_row, 0, nc * esize);
+        continue;
+      }
+      char* state = static_cast<char*>(p.conv_state) + (line * p.state_batch_stride + c0 * S) * esize;
+      const char* x_row = static_cast<const char*>(p.x) + (b * p.x_batch_stride + c0) * esize;
+      if (f32) {
+        vec::update_step(reinterpret_cast<float*>(state), S, reinterpret_cast<const float*>(x_row),
+                         reinterpret_cast<float*>(out_row), nc, wt.data(), kB, p.width, bias.data(), p.silu);
+        continue;
+      }
+      vec::widen(state, p.x_dtype, st.data(), nc * S);
+      vec::widen(x_row, p.x_dtype, x.data(), nc);
+      vec::update_step(st.data(), S, x.data(), out.data(), nc, wt.data(), kB, p.width, bias.data(), p.silu);
+      vec::narrow(out.data(), p.x_dtype, out_row, nc);
+      vec::narrow(st.data(), p.x_dtype, state, nc * S);
+    }
+  }
+}
+
 }  // namespace
 
 int launch_update(const UpdateParams& p, const ParallelFor& pfor) {
   if (p.batch == 0 || p.dim == 0) return kSuccess;
+  if (p.width < kMinWidth || p.width > kMaxWidth) return kErrUnsupportedWidth;
+  if (fits_decode_layout(p)) {
+    // A second thread pays from ~16K channel-rows (measured on the dev machine: batch 8 x 4096
+    // channels 32 -> 19 us with two threads; batch 4 no gain).
+    const int64_t blocks = (p.dim + kUpdateBlock - 1) / kUpdateBlock;
+    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(p.batch * kUpdateBlock, 1));
+    pfor(blocks, grain, [&](int64_t a, int64_t z) { update_blocks_vec(p, a, z); });
+    return kSuccess;
+  }
   return dispatch_dtype(p.x_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return dispatch_width(p.width, [&](auto W) {

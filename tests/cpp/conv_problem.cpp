@@ -23,6 +23,14 @@ std::vector<Case> fwd_cases() {
   v.push_back({DType::kBFloat16, DType::kFloat32, 4, false, true, true, true, false, 2, 64, 256});
   v.push_back({DType::kBFloat16, DType::kBFloat16, 4, true, true, true, true, false, 2, 512, 64});
   v.push_back({DType::kFloat32, DType::kFloat32, 3, true, false, true, false, true, 3, 256, 100});
+  // The CPU channel-last tasks: more channels than a task's block (4096) and more steps than its
+  // time block (512), with the fp32 rows used in place and the 16-bit rows through float buffers;
+  // without states the backward's vectorised path (its float sums moved to double every 64 steps).
+  v.push_back({DType::kFloat32, DType::kFloat32, 4, true, true, true, true, false, 1, 4100, 9});
+  v.push_back({DType::kBFloat16, DType::kFloat32, 3, true, true, true, false, false, 2, 4100, 6});
+  v.push_back({DType::kFloat32, DType::kFloat32, 4, true, true, false, true, false, 2, 8, 1100});
+  v.push_back({DType::kFloat32, DType::kFloat32, 4, true, true, true, false, false, 2, 8, 1100});
+  v.push_back({DType::kBFloat16, DType::kBFloat16, 2, true, false, true, true, false, 1, 24, 1030});
   return v;
 }
 
@@ -192,6 +200,8 @@ std::vector<UpdateCase> update_cases() {
       v.push_back({xt, types[(indices + 1) % 3], 4, 150, 130, 1, 3, false, indices == 1, indices == 0});
       v.push_back({xt, xt, 2, 5, 2, 1, 2, false, indices == 1, true});
     }
+  // More channels than the CPU decode path's block (512).
+  for (DType xt : types) v.push_back({xt, DType::kFloat32, 4, 9, 1100, 1, 3, false, xt == DType::kFloat16, true});
   return v;
 }
 

@@ -1,0 +1,63 @@
+// Vectorised building blocks of the CPU backend: contiguous float rows in, float rows out, so the
+// compiler turns every loop into SIMD code. With GCC on x86-64 each has clones for the baseline
+// (SSE2), x86-64-v3 (AVX2, FMA, F16C) and x86-64-v4 (AVX-512), picked at load time by the CPU
+// (target_clones), and SiLU's exp comes from glibc's libmvec (vector expf) through OpenMP SIMD.
+// No torch, no new run-time dependency (libmvec is part of glibc's libm).
+//
+// The callers (fwd.cpp, bwd.cpp) move data between tensors of any dtype and strides and these float
+// rows, sized to stay in L1.
+#pragma once
+
+#include <cstdint>
+
+#include "causal_conv1d/params.h"
+
+namespace causal_conv1d::cpu::vec {
+
+// Channel-first row: out[i] = act(bias + sum_k w[k] * in[i - (width-1) + k]) for i in [0, n),
+// where in[j] = x[j] for j >= 0 and halo[width - 1 + j] for the width - 1 positions before x.
+// x and out may be the tensors themselves (fp32, contiguous): no staging copy.
+void conv_row(const float* halo, const float* x, float* out, int64_t n, const float* w, int width, float bias,
+              bool silu);
+
+// Channel-last: `steps` consecutive time steps (1 .. kMaxColSteps) over n channels. rows: the
+// steps + width - 1 input rows, oldest first; outs: the steps output rows. For step s:
+// outs[s][c] = act(bias[c] + sum_k wt[k * ld + c] * rows[s + k][c]).
+constexpr int kMaxColSteps = 4;
+void conv_cols(const float* const* rows, float* const* outs, int steps, int64_t n, const float* wt, int64_t ld,
+               int width, const float* bias, bool silu);
+
+// Backward of a channel-first row of n outputs. xs: the width - 1 inputs before output 0, the n
+// inputs, and the width - 1 inputs after them (n + 2 * (width - 1), zeros past the row); g: the n +
+// width - 1 upstream gradients of outputs 0 .. n + width - 2 (zeros past the row). Computes, with
+// dy[i] = g[i] * silu'(y[i]) (or g[i]) and y recomputed from xs:
+//   dx[j] = sum_k w[k] * dy[j + width - 1 - k]                  for j in [0, n)
+//   dw[k] += sum_i dy[i] * xs[i + k],  db += sum_i dy[i]         for i in [0, n)
+// (the sums over this row in float, in a fixed lane order, then added to the double totals: n is
+// at most a chunk of kTimeChunk, so each float lane sums a few hundred terms).
+// dy: scratch of n + width - 1 floats.
+void conv_row_bwd(const float* xs, const float* g, float* dy, float* dx, int64_t n, const float* w, int width,
+                  float bias, bool silu, double* dw, double* db);
+
+// Channel-last backward, one time step t over n channels: x_rows[k] holds x[t - (width - 1) + k],
+// g the upstream gradient at t. Writes dy_out = dy[t] (g * silu'(y[t]) or g); when accumulate,
+// adds dy[t] * x_rows[k] to dw[k * ld + c] and dy[t] to db[c] (float running sums: the caller
+// moves them into double totals every few dozen steps). When dy_rows is not null
+// (dy_rows[k] = dy[t - k], dy_rows[0] == dy_out), writes dx_out[c] = sum_k wt[k*ld+c] * dy_rows[k][c],
+// the gradient of x[t - (width - 1)].
+void conv_cols_bwd(const float* const* x_rows, const float* g, float* dy_out, const float* const* dy_rows,
+                   float* dx_out, int64_t n, const float* wt, int64_t ld, int width, const float* bias, bool silu,
+                   bool accumulate, float* dw, float* db);
+
+// One decode step over n channels of a state laid out channel by channel (S entries each, st[c * S
+// + s]), updated in place: out[c] = act(bias[c] + sum_{k < width-1} wt[k * ld + c] * st[c*S +
+// S-(width-1)+k] + wt[(width-1) * ld + c] * x[c]) from the state before the step, then each
+// channel's entries shift left by one and x[c] becomes the last. S >= width - 1; wt tap-major.
+void update_step(float* st, int64_t S, const float* x, float* out, int64_t n, const float* wt, int64_t ld, int width,
+                 const float* bias, bool silu);
+
+// dtype <-> float rows (round to nearest even, as PyTorch).
+void widen(const void* src, DType t, float* dst, int64_t n);
+void narrow(const float* src, DType t, void* dst, int64_t n);
+
+}  // namespace causal_conv1d::cpu::vec
