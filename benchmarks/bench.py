@@ -16,6 +16,7 @@ a separate process with its prefix first on the import path.
     python benchmarks/bench.py                               # ours only
     python benchmarks/bench.py --peer /tmp/upstream --json benchmarks/results/h200.json
     python benchmarks/bench.py --quick --only fwd
+    python benchmarks/bench.py --device cpu --threads 2    # the CPU backend, next to F.conv1d
 
 Writes one row per (impl, op, layout, shape, dtype, width, variant) with `us` and `pct_copy`.
 """
@@ -225,6 +226,128 @@ def run_all(bench, only, quick):
         safe(bench.update_eager)
 
 
+# --- CPU (--device cpu): the same measures on the CPU backend, next to F.conv1d ----------------
+
+CPU_SHAPES = [(2, 1024, 4096), (1, 4096, 2048)]
+
+
+def cpu_time(fn, min_reps=5, min_seconds=0.3):
+    """Median wall time (s) of fn() over at least min_reps calls and min_seconds."""
+    fn()
+    fn()
+    samples, start = [], time.perf_counter()
+    while len(samples) < min_reps or time.perf_counter() - start < min_seconds:
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def cpu_copy_bandwidth(nbytes=128 << 20):
+    src = torch.randn(nbytes // 4)
+    dst = torch.empty_like(src)
+    return 2 * nbytes / cpu_time(lambda: dst.copy_(src), min_reps=10)
+
+
+def run_cpu(args):
+    import causal_conv1d_cuda
+    from causal_conv1d import causal_conv1d_fn, causal_conv1d_update
+
+    torch.set_num_threads(args.threads)
+    model = "CPU"
+    if os.path.exists("/proc/cpuinfo"):
+        model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                      if line.startswith("model name")), model)
+    info = {"device": f"{model} ({os.cpu_count()} cores, {torch.get_num_threads()} threads)",
+            "date": datetime.date.today().isoformat(), "torch": torch.__version__, "runtime": "CPU"}
+    # Copy bandwidth varies by a third from run to run on a shared 2-core VM: measured before and
+    # after the kernels, and the higher of the two is the reference (the conservative percentage).
+    copy_first = cpu_copy_bandwidth()
+    print(f"{info['device']}, torch {info['torch']}; copy {copy_first / 1e9:.2f} GB/s (read + write)", flush=True)
+    rows = []
+
+    def add(impl, op, layout, dtype, shape, t, moved, variant=""):
+        row = dict(impl=impl, op=op, layout=layout, dtype=dtype, shape=list(shape), width=4, variant=variant,
+                   us=t * 1e6, GBps=moved / t / 1e9)
+        rows.append(row)
+        print(f"{impl:9} {op:8} {layout:3} {dtype:5} {str(tuple(shape)):18} {variant:18} {row['us']:10.1f} us "
+              f"{row['GBps']:6.2f} GB/s", flush=True)
+        return t
+
+    def make(shape, layout, dt, grad=False):
+        batch, dim, seqlen = shape
+        x = torch.randn(batch, seqlen, dim, dtype=dt).transpose(1, 2) if layout == "cl" else \
+            torch.randn(batch, dim, seqlen, dtype=dt)
+        return x.requires_grad_(grad)
+
+    for dtype in ("fp32", "bf16"):
+        dt = DTYPES[dtype]
+        for layout in ("cf", "cl"):
+            for shape in CPU_SHAPES:
+                x = make(shape, layout, dt)
+                w = torch.randn(shape[1], 4, dtype=dt)
+                b = torch.randn(shape[1], dtype=dt)
+                out = torch.empty_like(x)
+                nbytes = 2 * x.numel() * esize(dt)
+                # "out": the kernel into a preallocated output (the measure next to copy, which
+                # also writes into an existing tensor); "": the public call, which allocates its
+                # output as F.conv1d does (a fresh 32 MB tensor is fresh pages: the kernel zeroes
+                # them on first touch, which costs more than the convolution on this machine).
+                add("ours", "fwd", layout, dtype, shape,
+                    cpu_time(lambda: causal_conv1d_cuda.causal_conv1d_fwd(x, w, b, None, None, out, None, True)), nbytes,
+                    "out")
+                add("ours", "fwd", layout, dtype, shape, cpu_time(lambda: causal_conv1d_fn(x, w, b, activation="silu")),
+                    nbytes)
+                w3 = w.unsqueeze(1)
+                add("F.conv1d", "fwd", layout, dtype, shape,
+                    cpu_time(lambda: F.silu(F.conv1d(x, w3, b, padding=3, groups=shape[1])[..., :shape[2]])), nbytes)
+    # forward + backward through autograd
+    for dtype, layout in (("fp32", "cf"), ("bf16", "cf"), ("fp32", "cl"), ("bf16", "cl")):
+        dt = DTYPES[dtype]
+        shape = CPU_SHAPES[0]
+        x = make(shape, layout, dt, grad=True)
+        w = torch.randn(shape[1], 4, dtype=dt, requires_grad=True)
+        b = torch.randn(shape[1], dtype=dt, requires_grad=True)
+        g = torch.randn_like(x)
+        nbytes = 5 * x.numel() * esize(dt)  # fwd: x, out; bwd: x, dout, dx
+
+        def ours():
+            causal_conv1d_fn(x, w, b, activation="silu").backward(g)
+
+        def ref():
+            F.silu(F.conv1d(x, w.unsqueeze(1), b, padding=3, groups=shape[1])[..., :shape[2]]).backward(g)
+
+        add("ours", "fwd+bwd", layout, dtype, shape, cpu_time(ours), nbytes, "autograd")
+        add("F.conv1d", "fwd+bwd", layout, dtype, shape, cpu_time(ref), nbytes, "autograd")
+    # thread scaling of the forward, both layouts, the large shapes
+    for layout in ("cf", "cl"):
+        for shape in CPU_SHAPES:
+            for threads in sorted({1, args.threads}):
+                torch.set_num_threads(threads)
+                x = make(shape, layout, torch.float32)
+                w, b, out = torch.randn(shape[1], 4), torch.randn(shape[1]), torch.empty_like(x)
+                add("ours", "fwd", layout, "fp32", shape,
+                    cpu_time(lambda: causal_conv1d_cuda.causal_conv1d_fwd(x, w, b, None, None, out, None, True)),
+                    2 * x.numel() * 4, f"out, {threads} thread" + ("s" if threads > 1 else ""))
+    torch.set_num_threads(args.threads)
+    # decode update from Python (the whole call), dim 4096
+    for batch in (1, 8, 64):
+        dim = 4096
+        x = torch.randn(batch, dim)
+        state = torch.randn(batch, dim, 3)
+        w, b = torch.randn(dim, 4), torch.randn(dim)
+        add("ours", "update", "-", "fp32", (batch, dim, 1),
+            cpu_time(lambda: causal_conv1d_update(x, state, w, b, "silu"), min_reps=200),
+            batch * dim * 4 * (2 + 2 * 3), "eager")
+    copy_last = cpu_copy_bandwidth()
+    copy_bw = max(copy_first, copy_last)
+    info["copy_GBps"] = copy_bw / 1e9
+    print(f"copy {copy_last / 1e9:.2f} GB/s at the end; reference {copy_bw / 1e9:.2f} GB/s")
+    for row in rows:
+        row["pct_copy"] = 100 * row["GBps"] * 1e9 / copy_bw
+    return {"info": {"ours": info}, "rows": rows}
+
+
 def device_info():
     props = torch.cuda.get_device_properties(0)
     return {
@@ -244,7 +367,17 @@ def main():
     ap.add_argument("--quick", action="store_true", help="bf16 only, fewer repetitions")
     ap.add_argument("--only", choices=["all", "fwd", "bwd", "update"], default="all")
     ap.add_argument("--impl", default="ours", help=argparse.SUPPRESS)  # set in the peer's process
+    ap.add_argument("--device", choices=["gpu", "cpu"], default="gpu",
+                    help="cpu: the CPU backend next to F.conv1d and copy bandwidth")
+    ap.add_argument("--threads", type=int, default=os.cpu_count(), help="intra-op threads for --device cpu")
     args = ap.parse_args()
+    if args.device == "cpu":
+        result = run_cpu(args)
+        if args.json:
+            os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+            with open(args.json, "w") as f:
+                json.dump(result, f, indent=1)
+        return 0
     if not torch.cuda.is_available():
         print("bench.py needs a GPU", file=sys.stderr)
         return 2
