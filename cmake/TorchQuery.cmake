@@ -8,6 +8,7 @@
 #      TORCH_OPENMP_LIBRARY, and the targets causal_conv1d::torch and causal_conv1d::torch_parallel
 
 if(NOT CAUSAL_CONV1D_PYTHON)
+  unset(CAUSAL_CONV1D_PYTHON CACHE)  # an empty cache entry would stop find_program from searching
   find_program(CAUSAL_CONV1D_PYTHON NAMES python3 python REQUIRED)
 endif()
 
@@ -27,17 +28,51 @@ except Exception:
     info = ""
 print("parallel=" + next((l.split(":", 1)[1].strip() for l in info.splitlines()
                           if l.startswith("ATen parallel backend")), "unknown"))
-# The OpenMP runtime this process has mapped since `import torch` (system libgomp.so.1, a wheel's
-# own libgomp-<hash>.so.1 or libgomp.so.1 in torch/lib, LLVM libomp, Intel libiomp5).
-import re
-omp = ""
+# The OpenMP runtime libtorch_cpu.so uses (system libgomp.so.1, a wheel's own libgomp-<hash>.so.1
+# or libgomp.so.1 in torch/lib, LLVM libomp, Intel libiomp5): among the runtimes this process has
+# mapped since `import torch`, the one whose soname libtorch_cpu.so lists as DT_NEEDED.
+import mmap, re, struct
+def dynamic(path):
+    """(DT_NEEDED names, DT_SONAME) of an ELF64 little-endian shared object."""
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        if m[:4] != b"\x7fELF" or m[4] != 2 or m[5] != 1:
+            return [], ""
+        shoff, = struct.unpack_from("<Q", m, 0x28)
+        shentsize, shnum = struct.unpack_from("<HH", m, 0x3A)
+        def section(i):
+            return struct.unpack_from("<IIQQQQIIQQ", m, shoff + i * shentsize)
+        for i in range(shnum):
+            sh = section(i)
+            if sh[1] != 6:  # SHT_DYNAMIC
+                continue
+            strtab = section(sh[6])[4]
+            def name(off):
+                return m[strtab + off:m.find(b"\0", strtab + off)].decode()
+            needed, soname = [], ""
+            for off in range(sh[4], sh[4] + sh[5], 16):
+                tag, val = struct.unpack_from("<qQ", m, off)
+                if tag == 0:
+                    break
+                if tag == 1:
+                    needed.append(name(val))
+                elif tag == 14:
+                    soname = name(val)
+            return needed, soname
+    return [], ""
+mapped = []
 with open("/proc/self/maps") as maps:
     for line in maps:
-        path = line.split()[-1] if len(line.split()) >= 6 else ""
-        if re.match(r"lib(gomp|omp|iomp5)([-.].*)?\.so", os.path.basename(path)):
-            omp = os.path.realpath(path)
-            break
-print("openmp_library=" + omp)
+        fields = line.split()
+        path = fields[-1] if len(fields) >= 6 else ""
+        if re.match(r"lib(gomp|omp|iomp5)([-.].*)?\.so", os.path.basename(path)) and path not in mapped:
+            mapped.append(path)
+try:
+    needed = dynamic(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))[0]
+except OSError:
+    needed = []
+omp = next((p for p in mapped if dynamic(p)[1] in needed), mapped[0] if len(mapped) == 1 else "")
+print("openmp_library=" + (os.path.realpath(omp) if omp else ""))
+print("openmp_mapped=" + "|".join(mapped))
 ]=])
 execute_process(
   COMMAND "${CAUSAL_CONV1D_PYTHON}" -c "${_torch_query}"
@@ -111,9 +146,10 @@ if(TORCH_PARALLEL_BACKEND STREQUAL "OpenMP")
   endif()
   if(NOT TORCH_OPENMP_LIBRARY OR NOT EXISTS "${TORCH_OPENMP_LIBRARY}")
     message(FATAL_ERROR
-      "causal-conv1d: the PyTorch of ${CAUSAL_CONV1D_PYTHON} parallelises with OpenMP, but no OpenMP "
-      "runtime is mapped after `import torch`. Without it the CPU ops would run on one thread. "
-      "Pass -DCAUSAL_CONV1D_OPENMP_LIBRARY=/path/to/the/libgomp.so.1 that libtorch_cpu.so uses.")
+      "causal-conv1d: the PyTorch of ${CAUSAL_CONV1D_PYTHON} parallelises with OpenMP, but which OpenMP "
+      "runtime it uses could not be told (mapped after `import torch`: '${_torch_openmp_mapped}'; none "
+      "named by libtorch_cpu.so). Without it the CPU ops would run on one thread. Pass "
+      "-DCAUSAL_CONV1D_OPENMP_LIBRARY=/path/to/the/libgomp.so.1 that libtorch_cpu.so uses.")
   endif()
   if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
     if(TORCH_OPENMP_LIBRARY MATCHES "gomp")
