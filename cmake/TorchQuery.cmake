@@ -152,13 +152,17 @@ if(TORCH_PARALLEL_BACKEND STREQUAL "OpenMP")
       "-DCAUSAL_CONV1D_OPENMP_LIBRARY=/path/to/the/libgomp.so.1 that libtorch_cpu.so uses.")
   endif()
   if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    # Clang emits parallel regions only for LLVM's runtime (libomp, or Intel's libiomp5 which
+    # shares its ABI); with -fopenmp=libgomp it compiles none.
     if(TORCH_OPENMP_LIBRARY MATCHES "gomp")
-      set(_omp_flag -fopenmp=libgomp)
-    else()
-      set(_omp_flag -fopenmp=libomp)
+      message(FATAL_ERROR
+        "causal-conv1d: PyTorch uses GNU libgomp (${TORCH_OPENMP_LIBRARY}), which Clang "
+        "(${CMAKE_CXX_COMPILER}) cannot generate parallel code for. Build the C++ parts with GCC: "
+        "CXX=g++ (the HIP kernels are still compiled by ROCm's clang).")
     endif()
+    set(_omp_flag -fopenmp=libomp)
   else()
-    set(_omp_flag -fopenmp)
+    set(_omp_flag -fopenmp)  # GOMP_* calls: libgomp, and libomp / libiomp5 through their GOMP layer
   endif()
   target_compile_options(causal_conv1d_torch_parallel INTERFACE $<$<COMPILE_LANGUAGE:CXX>:${_omp_flag}>)
   target_link_libraries(causal_conv1d_torch_parallel INTERFACE "${TORCH_OPENMP_LIBRARY}")
