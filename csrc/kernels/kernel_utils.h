@@ -234,6 +234,47 @@ __device__ __forceinline__ void store_words(void* dst, const uint32_t (&w)[kWord
 #endif
 }
 
+// The widest access (16, 8 or 4 bytes) that divides a run of `bytes` bytes: a run starting at a
+// multiple of it moves in accesses of that size (load_run / store_run). Host and device.
+__host__ __device__ constexpr int run_access(int bytes) { return bytes % 16 == 0 ? 16 : bytes % 8 == 0 ? 8 : 4; }
+
+// Loads kBytes (a multiple of 4, aligned to run_access(kBytes)) into 32-bit words.
+template <int kBytes>
+__device__ __forceinline__ void load_run(const void* src, uint32_t (&w)[kBytes / 4]) {
+  static_assert(kBytes % 4 == 0, "whole 32-bit words");
+  constexpr int kA = run_access(kBytes);
+  static_for<kBytes / kA>([&](auto i) {
+    constexpr int kI = decltype(i)::value;
+    if constexpr (kA == 16) {
+      const uint4 u = reinterpret_cast<const uint4*>(src)[kI];
+      w[4 * kI] = u.x, w[4 * kI + 1] = u.y, w[4 * kI + 2] = u.z, w[4 * kI + 3] = u.w;
+    } else if constexpr (kA == 8) {
+      const uint2 u = reinterpret_cast<const uint2*>(src)[kI];
+      w[2 * kI] = u.x, w[2 * kI + 1] = u.y;
+    } else {
+      w[kI] = reinterpret_cast<const uint32_t*>(src)[kI];
+    }
+  });
+}
+
+// Stores 32-bit words as kBytes (aligned to run_access(kBytes)), plain stores (data read back
+// later, e.g. a conv state).
+template <int kBytes>
+__device__ __forceinline__ void store_run(void* dst, const uint32_t (&w)[kBytes / 4]) {
+  static_assert(kBytes % 4 == 0, "whole 32-bit words");
+  constexpr int kA = run_access(kBytes);
+  static_for<kBytes / kA>([&](auto i) {
+    constexpr int kI = decltype(i)::value;
+    if constexpr (kA == 16) {
+      reinterpret_cast<uint4*>(dst)[kI] = make_uint4(w[4 * kI], w[4 * kI + 1], w[4 * kI + 2], w[4 * kI + 3]);
+    } else if constexpr (kA == 8) {
+      reinterpret_cast<uint2*>(dst)[kI] = make_uint2(w[2 * kI], w[2 * kI + 1]);
+    } else {
+      reinterpret_cast<uint32_t*>(dst)[kI] = w[kI];
+    }
+  });
+}
+
 // Rounds kV floats to T and stores them as one 16- or 8-byte access (see store_words).
 template <typename T, int kV, bool kNt = false>
 __device__ __forceinline__ void store_floats(T* dst, const float (&o)[kV]) {

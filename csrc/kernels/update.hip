@@ -16,7 +16,9 @@
 // circular) state, x and out with channels contiguous, a (lines, dim, state_len) contiguous state
 // with state_len = width - 1 or width. A thread owns 4 bytes of channels (kC = 2 of 16-bit, 1 of
 // fp32): its x and out are one 32-bit access each and its kC * state_len state entries are
-// contiguous 32-bit words. Blocks are small (tuning.h: at batch 1 the grid must still reach every
+// contiguous 32-bit words, moved in the widest aligned accesses (load_run / store_run); its
+// weights and bias, when contiguous, are one such run each instead of kC * (width + 1) element
+// loads. Blocks are small (tuning.h: at batch 1 the grid must still reach every
 // CU); each thread walks batch rows blockIdx.y, + gridDim.y, ... with its weights in registers,
 // the next row's loads issued before the current row is computed.
 //
@@ -143,45 +145,83 @@ __global__ void __launch_bounds__(UpdateTraits::kNThreads) update_kernel(UpdateP
   }
 }
 
+// What the launcher found about the weight and bias layouts (update_decode_kernel).
+struct DecodeArgs {
+  bool w_run;  // a thread's kC * width weights are one contiguous, aligned run (load_run)
+  bool b_run;  // the same for its kC bias values
+};
+
 // kS = state_len (width - 1 or width), fixed at compile time so the state stays in registers.
 template <typename T, int kWidth, bool kSilu, int kS>
-__global__ void CC_LAUNCH_BOUNDS(update_tuning(kTargetFamily)) update_decode_kernel(UpdateParams p) {
+__global__ void CC_LAUNCH_BOUNDS(update_tuning(kTargetFamily)) update_decode_kernel(UpdateParams p, DecodeArgs a) {
   constexpr UpdateTuning kTune = update_tuning(kTargetFamily);
   constexpr int kHalo = kWidth - 1;
-  constexpr int kC = 4 / int(sizeof(T));  // channels in 32 bits
-  constexpr int kPerWord = kC;
+  constexpr int kPerWord = 4 / int(sizeof(T));
+  constexpr int kC = kPerWord;            // channels per thread: 32 bits of x
+  constexpr int kXBytes = 4;              // x and out of one row
+  constexpr int kStBytes = kXBytes * kS;  // the thread's state entries of one row
   static_assert(kS == kHalo || kS == kHalo + 1, "state_len must be width - 1 or width");
   const int64_t c0 = (int64_t(blockIdx.x) * kTune.threads + threadIdx.x) * kC;
   if (c0 >= p.dim) return;  // the launcher guarantees dim % kC == 0
 
+  // Weights and bias: one run of vector loads each when contiguous (cache hits after the first
+  // row of blocks), element by element otherwise.
   float w[kWidth][kC], bias[kC];
   with_dtype(p.w_dtype, [&](auto tag) {
     using WT = typename decltype(tag)::type;
+    constexpr int kWPer = 4 / int(sizeof(WT));
     const WT* wp = static_cast<const WT*>(p.weight);
     const WT* bp = static_cast<const WT*>(p.bias);
-    static_for<kC>([&](auto e) {
-      const int64_t c = c0 + e;
-      static_for<kWidth>([&](auto k) { w[k][e] = to_float(wp[c * p.weight_c_stride + k * p.weight_w_stride]); });
-      bias[e] = bp != nullptr ? to_float(bp[c * p.bias_stride]) : 0.0f;
-    });
+    constexpr int kWBytes = kC * kWidth * int(sizeof(WT)), kBBytes = kC * int(sizeof(WT));
+    bool done = false;
+    if constexpr (kWBytes % 4 == 0) {
+      if (a.w_run) {
+        uint32_t words[kWBytes / 4];
+        load_run<kWBytes>(wp + c0 * kWidth, words);
+        static_for<kC>([&](auto e) {
+          static_for<kWidth>([&](auto k) {
+            constexpr int kJ = decltype(e)::value * kWidth + decltype(k)::value;
+            w[k][e] = word_elem<WT, kJ % kWPer>(words[kJ / kWPer]);
+          });
+        });
+        done = true;
+      }
+    }
+    if (!done) {
+      static_for<kC>([&](auto e) {
+        static_for<kWidth>(
+            [&](auto k) { w[k][e] = to_float(wp[(c0 + e) * p.weight_c_stride + k * p.weight_w_stride]); });
+      });
+    }
+    done = bp == nullptr;
+    if (done) static_for<kC>([&](auto e) { bias[e] = 0.0f; });
+    if constexpr (kBBytes % 4 == 0) {
+      if (!done && a.b_run) {
+        uint32_t words[kBBytes / 4];
+        load_run<kBBytes>(bp + c0, words);
+        static_for<kC>([&](auto e) { bias[e] = word_elem<WT, decltype(e)::value % kWPer>(words[e / kWPer]); });
+        done = true;
+      }
+    }
+    if (!done) static_for<kC>([&](auto e) { bias[e] = to_float(bp[(c0 + e) * p.bias_stride]); });
   });
 
-  // One batch row: its x word and its kS state words (element (channel e, position s) is element
-  // e * kS + s of the kC * kS contiguous entries).
+  // One batch row: its x words and its kC * kS state entries (element (channel e, position s) is
+  // element e * kS + s of the run).
   struct Row {
-    uint32_t x;
-    uint32_t st[kS];
-    uint32_t* state;  // nullptr: padding row
+    uint32_t x[kXBytes / 4];
+    uint32_t st[kStBytes / 4];
+    T* state;  // nullptr: padding row
   };
   auto fetch = [&](int64_t b, Row& r) {
     const int64_t line = p.conv_state_indices ? p.conv_state_indices[b] : b;
     r.state = nullptr;
     if (line < 0 || line >= p.num_cache_lines) return;
-    r.state = reinterpret_cast<uint32_t*>(static_cast<T*>(p.conv_state) + line * p.state_batch_stride + c0 * kS);
-    static_for<kS>([&](auto i) { r.st[i] = r.state[i]; });
-    r.x = *reinterpret_cast<const uint32_t*>(static_cast<const T*>(p.x) + b * p.x_batch_stride + c0);
+    r.state = static_cast<T*>(p.conv_state) + line * p.state_batch_stride + c0 * kS;
+    load_run<kStBytes>(r.state, r.st);
+    load_run<kXBytes>(static_cast<const T*>(p.x) + b * p.x_batch_stride + c0, r.x);
   };
-  // Element j of a run of 32-bit words, as float / as a word placed where element j' reads it.
+  // Element j of a run of 32-bit words, as float.
   auto elem = [](const uint32_t* words, auto j) {
     constexpr int kJ = decltype(j)::value;
     return word_elem<T, kJ % kPerWord>(words[kJ / kPerWord]);
@@ -194,37 +234,39 @@ __global__ void CC_LAUNCH_BOUNDS(update_tuning(kTargetFamily)) update_decode_ker
     Row next;
     next.state = nullptr;
     if (b + gridDim.y < p.batch) fetch(b + gridDim.y, next);
-    uint32_t* out = reinterpret_cast<uint32_t*>(static_cast<T*>(p.out) + b * p.out_batch_stride + c0);
+    T* out = static_cast<T*>(p.out) + b * p.out_batch_stride + c0;
+    uint32_t res[kXBytes / 4];
     if (cur.state == nullptr) {
-      *out = 0;  // padding row: zero output, state untouched
+      static_for<kXBytes / 4>([&](auto i) { res[i] = 0; });  // padding row: zeros, state untouched
     } else {
       float o[kC];
       static_for<kC>([&](auto e) {
-        float acc = fmaf(w[kHalo][e], elem(&cur.x, e), bias[e]);
+        float acc = fmaf(w[kHalo][e], elem(cur.x, e), bias[e]);
         static_for<kHalo>([&](auto i) {
           acc = fmaf(w[i][e], elem(cur.st, Idx<decltype(e)::value * kS + kS - kHalo + decltype(i)::value>{}), acc);
         });
         o[e] = kSilu ? silu_to<T>(acc) : acc;
       });
-      if constexpr (sizeof(T) == 4) {
-        *out = float_bits(o[0]);
-      } else {
-        *out = pack2<T>(o[0], o[1]);
-      }
+      static_for<kXBytes / 4>([&](auto i) {
+        if constexpr (sizeof(T) == 4) {
+          res[i] = float_bits(o[i]);
+        } else {
+          res[i] = pack2<T>(o[2 * i], o[2 * i + 1]);
+        }
+      });
       // New state: each channel's entries shift left by one and x enters last. Element bits are
       // moved with static indices, so nothing leaves registers.
       constexpr uint32_t kMask = sizeof(T) == 4 ? 0xffffffffu : 0xffffu;
-      auto bits = [&](uint32_t word, int j) { return (word >> (16 * (j % kPerWord))) & kMask; };
-      uint32_t ns[kS];
-      static_for<kS>([&](auto i) {
+      auto bits = [&](const uint32_t* words, int j) { return (words[j / kPerWord] >> (16 * (j % kPerWord))) & kMask; };
+      uint32_t ns[kStBytes / 4];
+      static_for<kStBytes / 4>([&](auto i) {
         uint32_t word = 0;
         static_for<kPerWord>([&](auto h) {
           constexpr int kJ = decltype(i)::value * kPerWord + decltype(h)::value;  // new element
           constexpr int kE = kJ / kS, kPos = kJ % kS;
           uint32_t v;
           if constexpr (kPos + 1 < kS) {
-            constexpr int kFrom = kJ + 1;  // the same channel's next entry
-            v = bits(cur.st[kFrom / kPerWord], kFrom);
+            v = bits(cur.st, kJ + 1);  // the same channel's next entry
           } else {
             v = bits(cur.x, kE);
           }
@@ -232,21 +274,24 @@ __global__ void CC_LAUNCH_BOUNDS(update_tuning(kTargetFamily)) update_decode_ker
         });
         ns[i] = word;
       });
-      static_for<kS>([&](auto i) { cur.state[i] = ns[i]; });
+      store_run<kStBytes>(cur.state, ns);
     }
+    store_run<kXBytes>(out, res);
     cur = next;
   }
 }
 
 // Whether a single-token update has the layout update_decode_kernel needs (see the file comment).
 bool fits_decode_kernel(const UpdateParams& p) {
-  const int kc = 4 / dtype_size(p.x_dtype);
+  const int es = dtype_size(p.x_dtype), kc = 4 / es;
   const int64_t S = p.state_len;
-  const auto aligned4 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 4 == 0; };
+  const auto aligned = [](const void* ptr, int64_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; };
+  const int xa = 4, sa = run_access(int(4 * S));
   return p.seqlen == 1 && p.cache_seqlens == nullptr && (S == p.width - 1 || S == p.width) && p.dim % kc == 0 &&
-         p.x_c_stride == 1 && p.out_c_stride == 1 && p.state_l_stride == 1 && p.state_c_stride == S && aligned4(p.x) &&
-         aligned4(p.out) && aligned4(p.conv_state) && multiple_of(p.x_batch_stride, kc) &&
-         multiple_of(p.out_batch_stride, kc) && multiple_of(p.state_batch_stride, kc);
+         p.x_c_stride == 1 && p.out_c_stride == 1 && p.state_l_stride == 1 && p.state_c_stride == S &&
+         aligned(p.x, xa) && aligned(p.out, xa) && aligned(p.conv_state, sa) &&
+         multiple_of(p.x_batch_stride * es, xa) && multiple_of(p.out_batch_stride * es, xa) &&
+         multiple_of(p.state_batch_stride * es, sa);
 }
 
 }  // namespace
@@ -257,10 +302,15 @@ int launch_update(const UpdateParams& p, const DeviceDesc& dev, void* stream) {
   const bool single = p.seqlen == 1;
   if (fits_decode_kernel(p)) {
     const UpdateTuning tune = update_tuning(dev.family);
+    const int kc = 4 / dtype_size(p.x_dtype), ws = dtype_size(p.w_dtype);
+    const auto aligned = [](const void* ptr, int a) { return reinterpret_cast<uintptr_t>(ptr) % a == 0; };
+    DecodeArgs a;
+    a.w_run = (kc * p.width * ws) % 4 == 0 && p.weight_w_stride == 1 && p.weight_c_stride == p.width &&
+              aligned(p.weight, run_access(kc * p.width * ws));
+    a.b_run = p.bias != nullptr && (kc * ws) % 4 == 0 && p.bias_stride == 1 && aligned(p.bias, run_access(kc * ws));
     return dispatch_dtype(p.x_dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      constexpr int kC = 4 / int(sizeof(T));
-      const dim3 grid(ceil_div_u(p.dim / kC, tune.threads),
+      const dim3 grid(ceil_div_u(p.dim / kc, tune.threads),
                       static_cast<unsigned>(std::min<int64_t>(p.batch, tune.max_grid_y)));
       const auto s = static_cast<Stream>(stream);
       return dispatch_width(p.width, [&](auto W) {
@@ -268,7 +318,7 @@ int launch_update(const UpdateParams& p, const DeviceDesc& dev, void* stream) {
         return dispatch_bool(p.silu, [&](auto Silu) {
           return dispatch_bool(p.state_len == kWidth, [&](auto Full) {
             update_decode_kernel<T, kWidth, decltype(Silu)::value, decltype(Full)::value ? kWidth : kWidth - 1>
-                <<<grid, tune.threads, 0, s>>>(p);
+                <<<grid, tune.threads, 0, s>>>(p, a);
             return launch_status();
           });
         });

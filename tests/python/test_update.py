@@ -120,6 +120,31 @@ def test_strided_state_and_x(device):
     torch.testing.assert_close(state.cpu(), ref_state, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("xtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("case", ["w_columns", "bias_strided", "w_offset", "state_offset", "x_offset", "dim_pairs"])
+def test_decode_layout_fallbacks(device, xtype, case):
+    # The decode kernel reads a thread's weights, bias, x and state as runs of vector loads when
+    # their layout allows and falls back per tensor otherwise (element loads, narrower channel
+    # groups, or the general kernel); each case breaks one of those conditions.
+    batch, width = 3, 4
+    dim = 66 if case == "dim_pairs" else 64  # 66: a multiple of 2 channels, not of 4
+    x = torch.randn(batch, dim + 1, dtype=xtype, device=device)
+    x = x[:, 1:] if case == "x_offset" else x[:, :dim]
+    flat = torch.randn(batch * dim * (width - 1) + 1, dtype=xtype, device=device)
+    state = (flat[1:] if case == "state_offset" else flat[:-1]).view(batch, dim, width - 1)
+    if case == "w_columns":
+        w = torch.randn(width, dim, device=device).t()  # (dim, width) with the width axis outer
+    elif case == "w_offset":
+        w = torch.randn(dim * width + 1, device=device)[1:].view(dim, width)
+    else:
+        w = torch.randn(dim, width, device=device)
+    b = torch.randn(2 * dim, device=device)[::2] if case == "bias_strided" else torch.randn(dim, device=device)
+    ref_out, ref_state = update_ref(x, state, w, b, True)
+    out = causal_conv1d_update(x, state, w, b, "silu")
+    assert_close(out, ref_out, xtype)
+    torch.testing.assert_close(state.cpu(), ref_state, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("circular", [False, True])
 def test_matches_upstream_reference(device, circular):
     x = torch.randn(2, 16, 3, device=device)
