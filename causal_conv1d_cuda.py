@@ -53,6 +53,8 @@ _UPDATE_FORMS = {
 
 def _bind(name, forms, args, kwargs):
     n = len(args) + len(kwargs)
+    if not kwargs and n in forms:  # all positional: the common call, kept cheap
+        return n, dict(zip(forms[n], args))
     if n not in forms:
         counts = ", ".join(str(k) for k in sorted(forms))
         raise TypeError(f"{name}() takes {counts} arguments (one per upstream signature), got {n}")
@@ -66,11 +68,14 @@ def _bind(name, forms, args, kwargs):
 
 
 def causal_conv1d_fwd(*args, **kwargs):
+    if len(args) == 8 and not kwargs:  # the out-taking form fused callers run per step: no binding
+        _core.fwd_into(_core.kernel_layout(args[0])[0], *args[1:])
+        return None
     n, a = _bind("causal_conv1d_fwd", _FWD_FORMS, args, kwargs)
     x, channel_last = _core.kernel_layout(a["x"])
     if n == 8:
-        ops.fwd(x, a["weight"], a["bias"], a["seq_idx"], a["initial_states"], a["out"],
-                a["final_states_out"], a["silu_activation"])
+        _core.fwd_into(x, a["weight"], a["bias"], a["seq_idx"], a["initial_states"], a["out"],
+                       a["final_states_out"], a["silu_activation"])
         return None
     return _core.run_fwd(x, channel_last, a["weight"], a["bias"], a.get("seq_idx"), a.get("initial_states"),
                          a.get("final_states_out"), a["silu_activation"])
@@ -91,9 +96,12 @@ def causal_conv1d_bwd(*args, **kwargs):
 
 
 def causal_conv1d_update(*args, **kwargs):
+    if len(args) == 8 and not kwargs:  # the out-taking form (decode loops): no binding
+        _core.update_into(*args)
+        return None
     n, a = _bind("causal_conv1d_update", _UPDATE_FORMS, args, kwargs)
     args = (a["x"], a["conv_state"], a["weight"], a["bias"])
     if n == 8:
-        ops.update(*args, a["out"], a["silu_activation"], a["cache_seqlens"], a["conv_state_indices"])
+        _core.update_into(*args, a["out"], a["silu_activation"], a["cache_seqlens"], a["conv_state_indices"])
         return None
     return _core.run_update(*args, a["silu_activation"], a.get("cache_seqlens"), a.get("conv_state_indices"))
