@@ -21,6 +21,7 @@ layout named as the model's default one names its kinds) plus what single models
 reason; they were made to fit transformers 5.12 (dev root, CI) and 5.17 (GPU machine).
 """
 
+import contextlib
 import functools
 import importlib
 import importlib.util
@@ -216,6 +217,17 @@ class CellPatch:
         self.saved.clear()
 
 
+@contextlib.contextmanager
+def patching(monkeypatch):
+    """Closure-cell patches (yielded) and monkeypatch's, all undone on exit."""
+    cells = CellPatch()
+    try:
+        yield cells
+    finally:
+        cells.undo()
+        monkeypatch.undo()
+
+
 def use_ours(monkeypatch, cells, model_type):
     """Our (counting) functions where transformers calls causal_conv1d."""
     mod = modeling_module(model_type)
@@ -260,12 +272,8 @@ def conv_weights(model):
 
 def _run(model_type, device, monkeypatch, ours):
     """Logits, greedy tokens, conv weight grads of one fresh model (same seed: same weights)."""
-    cells = CellPatch()
-    try:
+    with patching(monkeypatch) as cells:
         return _run_patched(model_type, device, monkeypatch, cells, ours)
-    finally:
-        cells.undo()
-        monkeypatch.undo()
 
 
 def _run_patched(model_type, device, monkeypatch, cells, ours):
@@ -411,11 +419,8 @@ def _compile_step(layer, backend, x, g):
 def test_compiled_layer_has_no_graph_break_from_our_ops(device, backend, monkeypatch):
     if "qwen3_next" not in COVERED:
         pytest.skip("transformers has no Qwen3-Next")
-    cells = CellPatch()
-    try:
+    with patching(monkeypatch) as cells:
         _compiled_layer(device, backend, monkeypatch, cells)
-    finally:
-        cells.undo()
 
 
 def apply_readme_workaround(monkeypatch, model_type, counting):
@@ -441,23 +446,17 @@ def test_compiled_model_with_readme_workaround(model_type, device, monkeypatch):
     # transformers' fallback run eagerly.
     if "qwen3_next" not in COVERED:
         pytest.skip("transformers has no Qwen3-Next (the README's workaround block imports it)")
-    cells = CellPatch()
-    try:
+    ids = torch.randint(3, 96, (2, 21), generator=torch.Generator().manual_seed(1)).to(device)
+    with patching(monkeypatch) as cells, torch.no_grad():
         use_fallback(monkeypatch, cells, model_type)
-        ids = torch.randint(3, 96, (2, 21), generator=torch.Generator().manual_seed(1)).to(device)
-        with torch.no_grad():
-            ref = build(model_type, device)(ids).logits
-        cells.undo()
-        monkeypatch.undo()
+        ref = build(model_type, device)(ids).logits
+    with patching(monkeypatch) as cells, torch.no_grad():
         counting = use_ours(monkeypatch, cells, model_type)
         apply_readme_workaround(monkeypatch, model_type, counting)
         torch._dynamo.reset()
         compiled = torch.compile(build(model_type, device), backend="eager")
-        with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
             logits = compiled(ids).logits
-    finally:
-        cells.undo()
-        monkeypatch.undo()
     ran = {e.name for e in prof.events() if e.name.startswith("causal_conv1d::")}
     assert "causal_conv1d::fwd" in ran, ran
     scale = ref.abs().max().item()
