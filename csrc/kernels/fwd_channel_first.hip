@@ -41,29 +41,6 @@ struct CfGrid {
   bool seq_vec;             // seq_idx rows can be read as 16-byte vectors along the data's vectors
 };
 
-// Input at row position q: x inside [0, L), the row's initial_states (init, or 0 when null) for
-// the kHalo positions before it, 0 elsewhere (a peeled first vector reaches further back).
-template <typename T, int kHalo>
-__device__ __forceinline__ T row_input(const T* x, int64_t L, const T* init, int64_t init_ls, int64_t q) {
-  if (q >= 0) return q < L ? x[q] : from_float<T>(0.0f);
-  if (init == nullptr || q < -kHalo) return from_float<T>(0.0f);
-  return init[(q + kHalo) * init_ls];
-}
-
-// A vector that is not wholly inside the row (a row's first and last), element by element.
-// Out of line on NVIDIA (CC_EDGE_FN). Takes scalars only: a reference to the params would put them
-// on the stack.
-template <typename T, int kV, int kHalo>
-CC_EDGE_FN Packed<T, kV> load_edge(const T* x, int64_t L, const T* init, int64_t init_ls, int64_t q0) {
-  constexpr int kPer = Packed<T, kV>::kPerWord;
-  Packed<T, kV> v;
-  static_for<Packed<T, kV>::kWords>([&](auto i) { v.w[i] = 0; });
-  static_for<kV>([&](auto e) {
-    v.w[e / kPer] |= elem_word<T, decltype(e)::value % kPer>(row_input<T, kHalo>(x, L, init, init_ls, q0 + e));
-  });
-  return v;
-}
-
 template <typename T, int kWidth, int kV, bool kSilu, bool kSeqIdx>
 __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily), kSeqIdx))
     fwd_channel_first_kernel(FwdParams p, CfGrid g) {
@@ -181,8 +158,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
     });
     // Outputs, packed as they are computed (inputs converted where used): fewer live registers
     // than float arrays of inputs and outputs, which matters for the AMD occupancy floors.
-    Data res;
-    float lo = 0.0f;
+    PackedBuilder<T, kV> res;
     static_for<kV>([&](auto e) {
       constexpr int kE = decltype(e)::value;
       float acc = bias;
@@ -209,28 +185,20 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
       if constexpr (kSeqIdx) {
         if (ids[kE] < 0) o = 0.0f;  // padding token
       }
-      if constexpr (sizeof(T) == 4) {
-        res.w[kE] = float_bits(o);
-      } else if constexpr (kV == 1) {
-        res.w[0] = from_float<T>(o).bits;
-      } else if constexpr (kE % 2 == 0) {
-        lo = o;
-      } else {
-        res.w[kE / 2] = pack2<T>(lo, o);
-      }
+      res.template set<kE>(o);
     });
 
     const int64_t q0 = qbase + it * kStep;
     if constexpr (kV > 1) {
       if (whole(it)) {
-        store_words<kTune.nt_store>(out + q0, res.w);
+        store_packed<output_hint(kTune.nt_store)>(out + q0, res.out);
       } else {
         static_for<kV>([&](auto e) {
-          if (q0 + e >= 0 && q0 + e < L) out[q0 + e] = packed_raw<T, decltype(e)::value>(res);
+          if (q0 + e >= 0 && q0 + e < L) out[q0 + e] = packed_raw<T, decltype(e)::value>(res.out);
         });
       }
     } else {
-      if (q0 >= 0 && q0 < L) out[q0] = packed_raw<T, 0>(res);
+      if (q0 >= 0 && q0 < L) out[q0] = packed_raw<T, 0>(res.out);
     }
   };
 

@@ -40,30 +40,6 @@ struct ClGrid {
   int32_t steps;
 };
 
-// Row t of channels c0 .. c0 + kC - 1 when they are not one whole vector of x (channels past the
-// edges of dim, the halo rows before t = 0), element by element. Out of line on NVIDIA
-// (CC_EDGE_FN); scalars only: passing the params struct to a call copies it to the stack.
-template <typename T, int kC, int kHalo>
-CC_EDGE_FN Packed<T, kC> load_row_edge(const T* x, const T* init, int64_t L, int64_t D, int64_t x_ls, int64_t init_cs,
-                                       int64_t init_ls, int64_t c0, int64_t t) {
-  constexpr int kPer = Packed<T, kC>::kPerWord;
-  Packed<T, kC> v;
-  static_for<Packed<T, kC>::kWords>([&](auto i) { v.w[i] = 0; });
-  static_for<kC>([&](auto e) {
-    const int64_t ch = c0 + e;
-    T val = from_float<T>(0.0f);
-    if (ch >= 0 && ch < D) {
-      if (t >= 0 && t < L) {
-        val = x[t * x_ls + ch];
-      } else if (t < 0 && t >= -kHalo && init != nullptr) {
-        val = init[ch * init_cs + (t + kHalo) * init_ls];
-      }
-    }
-    v.w[e / kPer] |= elem_word<T, decltype(e)::value % kPer>(val);
-  });
-  return v;
-}
-
 template <typename T, int kWidth, int kC, bool kSilu, bool kSeqIdx>
 __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cl_tuning(kTargetFamily), kSeqIdx))
     fwd_channel_last_kernel(FwdParams p, ClGrid g) {
@@ -163,8 +139,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cl_tuning(kTargetFamily)
         ring_id[j] = seq_at(t0 + s + kRing);
       }
       // Outputs, packed as they are computed (fewer live registers than a float array).
-      Data res;
-      float lo = 0.0f;
+      PackedBuilder<T, kC> res;
       static_for<kC>([&](auto e) {
         constexpr int kE = decltype(e)::value;
         float acc = fmaf(w[kHalo][kE], packed_elem<T, kE>(cur), bias[kE]);
@@ -180,28 +155,20 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cl_tuning(kTargetFamily)
         if constexpr (kSeqIdx) {
           if (id < 0) o = 0.0f;  // padding token
         }
-        if constexpr (sizeof(T) == 4) {
-          res.w[kE] = float_bits(o);
-        } else if constexpr (kC == 1) {
-          res.w[0] = from_float<T>(o).bits;
-        } else if constexpr (kE % 2 == 0) {
-          lo = o;
-        } else {
-          res.w[kE / 2] = pack2<T>(lo, o);
-        }
+        res.template set<kE>(o);
       });
       T* dst = o_row;
       o_row += p.out_l_stride;
       if constexpr (kC > 1) {
         if (whole_c) {
-          store_words<kTune.nt_store>(dst, res.w);
+          store_packed<output_hint(kTune.nt_store)>(dst, res.out);
         } else {
           static_for<kC>([&](auto e) {
-            if (c0 + e >= 0 && c0 + e < D) dst[e] = packed_raw<T, decltype(e)::value>(res);
+            if (c0 + e >= 0 && c0 + e < D) dst[e] = packed_raw<T, decltype(e)::value>(res.out);
           });
         }
       } else {
-        dst[0] = packed_raw<T, 0>(res);
+        dst[0] = packed_raw<T, 0>(res.out);
       }
       static_for<kHalo>([&](auto k) {
         if constexpr (decltype(k)::value + 1 < kHalo) {

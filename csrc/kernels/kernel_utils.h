@@ -16,12 +16,6 @@ namespace causal_conv1d::gpu {
 template <typename T>
 constexpr int kVec16 = 16 / static_cast<int>(sizeof(T));
 
-// kV elements of T, aligned so that a full vector moves in one access.
-template <typename T, int kV>
-struct alignas(sizeof(T) * kV) Vec {
-  T v[kV];
-};
-
 // A compile-time index usable as an int in device code (std::integral_constant's conversion is
 // host-only for nvcc without --expt-relaxed-constexpr).
 template <int I>
@@ -50,76 +44,6 @@ __device__ __forceinline__ void with_dtype(DType t, F&& f) {
     case DType::kBFloat16: f(TypeTag<BFloat16>{}); break;
     default: f(TypeTag<float>{}); break;
   }
-}
-
-// The 32 bits holding elements e[0..] of a register array (one float, or two 16-bit values).
-template <typename T>
-__device__ __forceinline__ uint32_t word_of(const T* e) {
-  if constexpr (sizeof(T) == 4) {
-    return float_bits(e[0]);
-  } else {
-    return uint32_t(e[0].bits) | (uint32_t(e[1].bits) << 16);
-  }
-}
-
-// Stores a full 16-byte vector to global memory as one 128-bit access (a struct of 16-bit members
-// would otherwise be written element by element). On NVIDIA the store is marked streaming
-// (evict-first: outputs are written once), and nvcc keeps the 128-bit width only through the
-// intrinsic. Global memory only; LDS / shared memory takes store_vec_lds.
-template <typename T, int kV>
-__device__ __forceinline__ void store_vec(T* dst, const Vec<T, kV>& v) {
-  if constexpr (sizeof(T) * kV == 16) {
-    constexpr int kPer = 4 / sizeof(T);
-    const uint4 u = make_uint4(word_of(&v.v[0]), word_of(&v.v[kPer]), word_of(&v.v[2 * kPer]), word_of(&v.v[3 * kPer]));
-#if defined(CAUSAL_CONV1D_USE_CUDA)
-    __stcs(reinterpret_cast<uint4*>(dst), u);
-#else
-    *reinterpret_cast<uint4*>(dst) = u;
-#endif
-  } else {
-    static_for<kV>([&](auto e) { dst[e] = v.v[e]; });
-  }
-}
-
-// The same for LDS / shared memory.
-template <typename T, int kV>
-__device__ __forceinline__ void store_vec_lds(T* dst, const Vec<T, kV>& v) {
-  if constexpr (sizeof(T) * kV == 16) {
-    constexpr int kPer = 4 / sizeof(T);
-    *reinterpret_cast<uint4*>(dst) =
-        make_uint4(word_of(&v.v[0]), word_of(&v.v[kPer]), word_of(&v.v[2 * kPer]), word_of(&v.v[3 * kPer]));
-  } else {
-    static_for<kV>([&](auto e) { dst[e] = v.v[e]; });
-  }
-}
-
-// Loads a full vector (16 or 8 bytes) as one access.
-template <typename T, int kV>
-__device__ __forceinline__ Vec<T, kV> load_vec(const T* src) {
-  constexpr int kBytes = sizeof(T) * kV;
-  Vec<T, kV> v;
-  if constexpr (kBytes == 16 || kBytes == 8) {
-    uint32_t w[kBytes / 4];
-    if constexpr (kBytes == 16) {
-      const uint4 u = *reinterpret_cast<const uint4*>(src);
-      w[0] = u.x, w[1] = u.y, w[2] = u.z, w[3] = u.w;
-    } else {
-      const uint2 u = *reinterpret_cast<const uint2*>(src);
-      w[0] = u.x, w[1] = u.y;
-    }
-    static_for<kV>([&](auto e) {
-      constexpr int kPer = 4 / sizeof(T);
-      const uint32_t word = w[decltype(e)::value / kPer];
-      if constexpr (sizeof(T) == 4) {
-        v.v[e] = bits_float(word);
-      } else {
-        v.v[e].bits = static_cast<uint16_t>(decltype(e)::value % 2 ? word >> 16 : word & 0xffffu);
-      }
-    });
-  } else {
-    static_for<kV>([&](auto e) { v.v[e] = src[e]; });
-  }
-  return v;
 }
 
 __device__ __forceinline__ float silu(float v) { return fast_div(v, 1.0f + __expf(-v)); }
@@ -159,84 +83,27 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
 #define CC_EDGE_FN __device__ __forceinline__
 #endif
 
-// kV elements of T kept packed in 32-bit words (two 16-bit values a word, low half first), the
-// form data stays in from its load until it is computed: a struct of 16-bit members would take a
-// register per element. kV = 1 of a 16-bit type uses the low half of one word.
-template <typename T, int kV>
-struct Packed {
-  static constexpr int kPerWord = 4 / int(sizeof(T));
-  static constexpr int kWords = (kV + kPerWord - 1) / kPerWord;
-  uint32_t w[kWords];
-};
-
-// Loads kV consecutive elements (16, 8, 4 or 2 bytes, aligned to their size) as one access.
-template <typename T, int kV>
-__device__ __forceinline__ Packed<T, kV> load_packed(const T* src) {
-  constexpr int kBytes = int(sizeof(T)) * kV;
-  Packed<T, kV> r;
-  if constexpr (kBytes == 16) {
-    const uint4 u = *reinterpret_cast<const uint4*>(src);
-    r.w[0] = u.x, r.w[1] = u.y, r.w[2] = u.z, r.w[3] = u.w;
-  } else if constexpr (kBytes == 8) {
-    const uint2 u = *reinterpret_cast<const uint2*>(src);
-    r.w[0] = u.x, r.w[1] = u.y;
-  } else if constexpr (kBytes == 4) {
-    r.w[0] = *reinterpret_cast<const uint32_t*>(src);
-  } else {
-    static_assert(kBytes == 2, "one 16-bit element");
-    r.w[0] = *reinterpret_cast<const uint16_t*>(src);
-  }
-  return r;
-}
-
-// The raw bits of element kE, as T.
-template <typename T, int kE, int kV>
-__device__ __forceinline__ T packed_raw(const Packed<T, kV>& p) {
-  constexpr int kPer = Packed<T, kV>::kPerWord;
-  const uint32_t word = p.w[kE / kPer];
-  if constexpr (sizeof(T) == 4) {
-    return bits_float(word);
-  } else {
-    return T{static_cast<uint16_t>(word >> (16 * (kE % kPer)))};
-  }
-}
-
-// Stores 4 or 2 32-bit words as one 16- or 8-byte global access. Outputs are written once and
-// never read back by the kernel: on NVIDIA the store is streaming (evict-first), on AMD it is
-// nontemporal when kNt (a tuning-table choice) and a plain store otherwise.
-template <bool kNt, int kWords>
-__device__ __forceinline__ void store_words(void* dst, const uint32_t (&w)[kWords]) {
-  static_assert(kWords == 4 || kWords == 2, "a 16- or 8-byte access");
-#if defined(CAUSAL_CONV1D_USE_CUDA)
-  if constexpr (kWords == 4) {
-    __stcs(reinterpret_cast<uint4*>(dst), make_uint4(w[0], w[1], w[2], w[3]));
-  } else {
-    __stcs(reinterpret_cast<uint2*>(dst), make_uint2(w[0], w[1]));
-  }
-#else
-  typedef unsigned int U32x4 __attribute__((ext_vector_type(4)));
-  typedef unsigned int U32x2 __attribute__((ext_vector_type(2)));
-  if constexpr (kWords == 4) {
-    const U32x4 v = {w[0], w[1], w[2], w[3]};
-    if constexpr (kNt) {
-      __builtin_nontemporal_store(v, reinterpret_cast<U32x4*>(dst));
-    } else {
-      *reinterpret_cast<U32x4*>(dst) = v;
-    }
-  } else {
-    const U32x2 v = {w[0], w[1]};
-    if constexpr (kNt) {
-      __builtin_nontemporal_store(v, reinterpret_cast<U32x2*>(dst));
-    } else {
-      *reinterpret_cast<U32x2*>(dst) = v;
-    }
-  }
-#endif
-}
+// One vocabulary for moving data between registers and global memory: runs of 32-bit words.
+//  - load_run / store_run move kBytes (a multiple of 4) in the widest aligned accesses (16, 8 or
+//    4 bytes); a StoreHint says how a store treats the caches.
+//  - Packed<T, kV> is kV elements of T kept in such words (two 16-bit values a word, low half
+//    first), the form data stays in from its load until it is computed: a struct of 16-bit
+//    members would take a register per element. load_packed / store_packed move one Packed as a
+//    single access; packed_elem / packed_raw read one element of it.
 
 // The widest access (16, 8 or 4 bytes) that divides a run of `bytes` bytes: a run starting at a
-// multiple of it moves in accesses of that size (load_run / store_run). Host and device.
+// multiple of it moves in accesses of that size. Host and device.
 __host__ __device__ constexpr int run_access(int bytes) { return bytes % 16 == 0 ? 16 : bytes % 8 == 0 ? 8 : 4; }
+
+// How a store treats the caches. kPlain: data read back soon (a conv state). kOutput: written once
+// and never read back by the kernel (out, dx): streaming (evict-first) on NVIDIA, a plain store on
+// AMD. kOutputNt: the same, and nontemporal on AMD (a tuning-table choice, tuning.h).
+enum class StoreHint { kPlain, kOutput, kOutputNt };
+
+// The hint for a kernel's outputs from its tuning row's nt_store.
+__host__ __device__ constexpr StoreHint output_hint(bool nt_store) {
+  return nt_store ? StoreHint::kOutputNt : StoreHint::kOutput;
+}
 
 // Loads kBytes (a multiple of 4, aligned to run_access(kBytes)) into 32-bit words.
 template <int kBytes>
@@ -257,39 +124,128 @@ __device__ __forceinline__ void load_run(const void* src, uint32_t (&w)[kBytes /
   });
 }
 
-// Stores 32-bit words as kBytes (aligned to run_access(kBytes)), plain stores (data read back
-// later, e.g. a conv state).
-template <int kBytes>
+// One aligned access of 16, 8 or 4 bytes with a store hint. NVIDIA keeps the 128-bit width only
+// through the intrinsic (a struct of 16-bit members is otherwise written element by element).
+template <int kA, StoreHint kHint>
+__device__ __forceinline__ void store_access(void* dst, const uint32_t* w) {
+#if defined(CAUSAL_CONV1D_USE_CUDA)
+  if constexpr (kHint == StoreHint::kPlain) {
+    if constexpr (kA == 16) {
+      *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+    } else if constexpr (kA == 8) {
+      *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
+    } else {
+      *reinterpret_cast<uint32_t*>(dst) = w[0];
+    }
+  } else {
+    if constexpr (kA == 16) {
+      __stcs(reinterpret_cast<uint4*>(dst), make_uint4(w[0], w[1], w[2], w[3]));
+    } else if constexpr (kA == 8) {
+      __stcs(reinterpret_cast<uint2*>(dst), make_uint2(w[0], w[1]));
+    } else {
+      __stcs(reinterpret_cast<unsigned int*>(dst), w[0]);
+    }
+  }
+#else
+  typedef unsigned int U32x4 __attribute__((ext_vector_type(4)));
+  typedef unsigned int U32x2 __attribute__((ext_vector_type(2)));
+  constexpr bool kNt = kHint == StoreHint::kOutputNt;
+  if constexpr (kA == 16) {
+    const U32x4 v = {w[0], w[1], w[2], w[3]};
+    if constexpr (kNt) {
+      __builtin_nontemporal_store(v, reinterpret_cast<U32x4*>(dst));
+    } else {
+      *reinterpret_cast<U32x4*>(dst) = v;
+    }
+  } else if constexpr (kA == 8) {
+    const U32x2 v = {w[0], w[1]};
+    if constexpr (kNt) {
+      __builtin_nontemporal_store(v, reinterpret_cast<U32x2*>(dst));
+    } else {
+      *reinterpret_cast<U32x2*>(dst) = v;
+    }
+  } else {
+    if constexpr (kNt) {
+      __builtin_nontemporal_store(w[0], reinterpret_cast<uint32_t*>(dst));
+    } else {
+      *reinterpret_cast<uint32_t*>(dst) = w[0];
+    }
+  }
+#endif
+}
+
+// Stores 32-bit words as kBytes (aligned to run_access(kBytes)).
+template <int kBytes, StoreHint kHint = StoreHint::kPlain>
 __device__ __forceinline__ void store_run(void* dst, const uint32_t (&w)[kBytes / 4]) {
   static_assert(kBytes % 4 == 0, "whole 32-bit words");
   constexpr int kA = run_access(kBytes);
   static_for<kBytes / kA>([&](auto i) {
     constexpr int kI = decltype(i)::value;
-    if constexpr (kA == 16) {
-      reinterpret_cast<uint4*>(dst)[kI] = make_uint4(w[4 * kI], w[4 * kI + 1], w[4 * kI + 2], w[4 * kI + 3]);
-    } else if constexpr (kA == 8) {
-      reinterpret_cast<uint2*>(dst)[kI] = make_uint2(w[2 * kI], w[2 * kI + 1]);
-    } else {
-      reinterpret_cast<uint32_t*>(dst)[kI] = w[kI];
-    }
+    store_access<kA, kHint>(static_cast<char*>(dst) + kI * kA, &w[kI * (kA / 4)]);
   });
 }
 
-// Rounds kV floats to T and stores them as one 16- or 8-byte access (see store_words).
-template <typename T, int kV, bool kNt = false>
-__device__ __forceinline__ void store_floats(T* dst, const float (&o)[kV]) {
-  constexpr int kBytes = sizeof(T) * kV;
-  static_assert(kBytes == 16 || kBytes == 8, "a full 16- or 8-byte vector");
-  uint32_t w[kBytes / 4];
-  static_for<kBytes / 4>([&](auto i) {
-    if constexpr (sizeof(T) == 4) {
-      w[i] = float_bits(o[i]);
-    } else {
-      w[i] = pack2<T>(o[2 * i], o[2 * i + 1]);
-    }
-  });
-  store_words<kNt>(dst, w);
+template <typename T, int kV>
+struct Packed {
+  static constexpr int kPerWord = 4 / int(sizeof(T));
+  static constexpr int kWords = (kV + kPerWord - 1) / kPerWord;
+  uint32_t w[kWords];
+};
+
+// Loads kV consecutive elements (16, 8, 4 or 2 bytes, aligned to their size) as one access.
+template <typename T, int kV>
+__device__ __forceinline__ Packed<T, kV> load_packed(const T* src) {
+  constexpr int kBytes = int(sizeof(T)) * kV;
+  Packed<T, kV> r;
+  if constexpr (kBytes >= 4) {
+    static_assert(run_access(kBytes) == kBytes, "one access: 16, 8 or 4 bytes");
+    load_run<kBytes>(src, r.w);
+  } else {
+    static_assert(kBytes == 2, "one 16-bit element");
+    r.w[0] = *reinterpret_cast<const uint16_t*>(src);
+  }
+  return r;
 }
+
+// Stores kV elements (16, 8 or 4 bytes, aligned to their size) as one access.
+template <StoreHint kHint, typename T, int kV>
+__device__ __forceinline__ void store_packed(T* dst, const Packed<T, kV>& v) {
+  constexpr int kBytes = int(sizeof(T)) * kV;
+  static_assert(kBytes >= 4 && run_access(kBytes) == kBytes, "one access: 16, 8 or 4 bytes");
+  store_run<kBytes, kHint>(dst, v.w);
+}
+
+// The raw bits of element kE, as T.
+template <typename T, int kE, int kV>
+__device__ __forceinline__ T packed_raw(const Packed<T, kV>& p) {
+  constexpr int kPer = Packed<T, kV>::kPerWord;
+  const uint32_t word = p.w[kE / kPer];
+  if constexpr (sizeof(T) == 4) {
+    return bits_float(word);
+  } else {
+    return T{static_cast<uint16_t>(word >> (16 * (kE % kPer)))};
+  }
+}
+
+// Builds a Packed from floats as they are computed: set<kE>(v) rounds v to T; 16-bit pairs are
+// packed when their second element arrives (NVIDIA converts both with one instruction).
+template <typename T, int kV>
+struct PackedBuilder {
+  Packed<T, kV> out;
+  float lo = 0.0f;
+  template <int kE>
+  __device__ __forceinline__ void set(float v) {
+    if constexpr (sizeof(T) == 4) {
+      out.w[kE] = float_bits(v);
+    } else if constexpr (kV == 1) {
+      out.w[0] = from_float<T>(v).bits;
+    } else if constexpr (kE % 2 == 0) {
+      lo = v;
+    } else {
+      out.w[kE / 2] = pack2<T>(lo, v);
+    }
+  }
+};
 
 // Element kHalf (0: low, 1: high 16 bits) of a 32-bit word holding one fp32 or two 16-bit values,
 // as float.
@@ -319,6 +275,55 @@ template <typename T, int kE, int kV>
 __device__ __forceinline__ float packed_elem(const Packed<T, kV>& p) {
   constexpr int kPer = Packed<T, kV>::kPerWord;
   return word_elem<T, kE % kPer>(p.w[kE / kPer]);
+}
+
+// Channel-first rows (fwd_channel_first.hip, bwd_channel_first.hip). The input at row position q:
+// x inside [0, L), the row's initial_states (init, or 0 when null) for the kHalo positions before
+// it, 0 elsewhere (a peeled first vector reaches further back).
+template <typename T, int kHalo>
+__device__ __forceinline__ T row_input(const T* x, int64_t L, const T* init, int64_t init_ls, int64_t q) {
+  if (q >= 0) return q < L ? x[q] : from_float<T>(0.0f);
+  if (init == nullptr || q < -kHalo) return from_float<T>(0.0f);
+  return init[(q + kHalo) * init_ls];
+}
+
+// A vector that is not wholly inside the row (a row's first and last), element by element (dout
+// and other rows without states: init = nullptr). Out of line on NVIDIA (CC_EDGE_FN). Takes scalars only: a reference
+// to the params would put them on the stack.
+template <typename T, int kV, int kHalo>
+CC_EDGE_FN Packed<T, kV> load_edge(const T* x, int64_t L, const T* init, int64_t init_ls, int64_t q0) {
+  constexpr int kPer = Packed<T, kV>::kPerWord;
+  Packed<T, kV> v;
+  static_for<Packed<T, kV>::kWords>([&](auto i) { v.w[i] = 0; });
+  static_for<kV>([&](auto e) {
+    v.w[e / kPer] |= elem_word<T, decltype(e)::value % kPer>(row_input<T, kHalo>(x, L, init, init_ls, q0 + e));
+  });
+  return v;
+}
+
+// Channel-last rows (fwd_channel_last.hip, bwd_channel_last.hip). Row t of channels c0 .. c0 + kC
+// - 1 when they are not one whole vector (channels past the edges of dim, the halo rows before
+// t = 0: initial_states, or 0 when init is null), element by element. Out of line on NVIDIA
+// (CC_EDGE_FN); scalars only: passing the params struct to a call copies it to the stack.
+template <typename T, int kC, int kHalo>
+CC_EDGE_FN Packed<T, kC> load_row_edge(const T* x, const T* init, int64_t L, int64_t D, int64_t x_ls, int64_t init_cs,
+                                       int64_t init_ls, int64_t c0, int64_t t) {
+  constexpr int kPer = Packed<T, kC>::kPerWord;
+  Packed<T, kC> v;
+  static_for<Packed<T, kC>::kWords>([&](auto i) { v.w[i] = 0; });
+  static_for<kC>([&](auto e) {
+    const int64_t ch = c0 + e;
+    T val = from_float<T>(0.0f);
+    if (ch >= 0 && ch < D) {
+      if (t >= 0 && t < L) {
+        val = x[t * x_ls + ch];
+      } else if (t < 0 && t >= -kHalo && init != nullptr) {
+        val = init[ch * init_cs + (t + kHalo) * init_ls];
+      }
+    }
+    v.w[e / kPer] |= elem_word<T, decltype(e)::value % kPer>(val);
+  });
+  return v;
 }
 
 // Position (in elements) of ptr within its 16-byte block: the first vector of a row starts that

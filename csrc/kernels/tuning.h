@@ -13,7 +13,8 @@
 //  - RDNA3 gfx1100: ~960 GB/s, 96 CUs: ~10 KB per CU; same VGPR budget as RDNA4.
 //  - CDNA3 gfx942: ~5.3 TB/s, 304 CUs: ~30-40 KB per CU. Wave64, 512 VGPRs per SIMD lane:
 //    <= 64 VGPRs keep 8 waves/SIMD, <= 80 keep 6.
-// No row depends on LDS: the forward and update kernels stage nothing in it.
+// No row depends on LDS: the forward and update kernels stage nothing in it; the channel-last
+// backward adds its warps' dweight/dbias sums there once per block (at most 3.8 KB).
 #pragma once
 
 #include "causal_conv1d/arch_check.h"
@@ -114,6 +115,85 @@ __host__ __device__ constexpr FwdClTuning fwd_cl_tuning(ArchFamily f) {
   return {128, 8, 6, 32, 4, 16, false};
 }
 
+// Backward, channel-first (bwd_channel_first.hip): each warp walks a strip of one row backwards,
+// one vector of x and of dout per lane per iteration (16 bytes; 8 with seq_idx), `ring`
+// iterations loaded ahead of the one computed; dweight/dbias stay in registers over the strip.
+struct BwdCfTuning {
+  int threads;        // block size: whole warps, each an independent strip
+  int occupancy;      // CC_LAUNCH_BOUNDS: NVIDIA blocks per SM, AMD waves per SIMD
+  int occupancy_seq;  // the same for the seq_idx kernels
+  int max_iters;      // iterations per strip: a strip recomputes width - 1 dy past its end and emits
+                      // one dweight/dbias partial, so longer strips cost less of both
+  int ring;           // iterations loaded ahead (x and dout: 2 x 16 B a lane)
+  bool nt_store;      // AMD: nontemporal stores for dx (written once, never read back)
+};
+
+__host__ __device__ constexpr BwdCfTuning bwd_cf_tuning(ArchFamily f) {
+  switch (f) {
+    // Latency-bound at the occupancy its registers allow (ncu at (8, 4096, 4096) bf16: 96
+    // registers, 31% occupancy, no eligible warp 45% of cycles). Measured on the H200, bf16
+    // (8, 4096, 4096): 6 blocks (80 registers) with a ring of 1: 62% of copy; 5 blocks (96) ring 2:
+    // 56%; 4 blocks (128) ring 3: 55%: resident warps matter more than depth. 6 x 128 threads x
+    // 2 x 32 B (the ring and the vectors being computed) = 48 KB per SM in flight. 16 iterations =
+    // 4096 bf16 elements a strip: the recomputed dy past the strip's end (3 of 4096) and one
+    // partial per strip are negligible.
+    case ArchFamily::kNvidia: return {128, 6, 6, 16, 1, false};
+    // RDNA: ~10 KB per CU. 9 waves/SIMD (<= 168 VGPRs: at 10 waves one 16-bit kernel spills a
+    // VGPR) x 2 SIMDs x 32 lanes x 2 x 32 B = 36 KB. Nontemporal dx stores keep x's halo lines
+    // (re-read by the next strip) in the Infinity Cache.
+    case ArchFamily::kRdna4: return {128, 9, 9, 16, 1, true};
+    case ArchFamily::kRdna3: return {128, 9, 9, 16, 1, true};
+    // gfx942 / gfx90a: the strip needs more than the 128 VGPRs of 4 waves/SIMD (spills at 4 and
+    // 5); 3 waves x 4 SIMDs x 64 lanes x 2 x 32 B = 48 KB per CU against the ~30-40 KB needed.
+    case ArchFamily::kCdna: return {128, 3, 3, 16, 1, true};
+  }
+  return {128, 6, 6, 16, 1, false};
+}
+
+// Backward, channel-last (bwd_channel_last.hip): a thread owns 8 bytes of channels and walks
+// a time range backwards with the x and dy windows in registers; the warps of a block take
+// consecutive time ranges of the same channels and meet in LDS for one dweight/dbias partial.
+struct BwdClTuning {
+  int threads;            // block size: threads / wave time ranges of one warp's channels
+  int occupancy;          // CC_LAUNCH_BOUNDS: NVIDIA blocks per SM, AMD waves per SIMD
+  int occupancy_seq;      // the same for the seq_idx kernels
+  int max_steps;          // time steps per warp (each range re-reads 2 (width - 1) x rows and
+                          // width - 1 dout rows of halo, and recomputes width - 1 dy)
+  int min_blocks_per_cu;  // shorter ranges when the grid would leave CUs idle (short rows)
+  int ring;               // time steps loaded ahead (a row of x and of dout each)
+  bool nt_store;
+};
+
+__host__ __device__ constexpr BwdClTuning bwd_cl_tuning(ArchFamily f) {
+  switch (f) {
+    // 2 channels a thread (4 bytes of 16-bit): weights, 5 sums and the dy window of each channel
+    // stay in registers. Measured on the H200, bf16 (8, 4096, 4096): 5 blocks (96 registers) with
+    // 4 rows ahead: 40% of copy; 6 blocks (80): 34% and 7 blocks (72) with 3 ahead: 36% (the
+    // capped kernels spill in the step loop); 8 blocks: 24%. 64 steps a warp, 4 warps a block:
+    // one partial per 256 steps x 2 channels.
+    case ArchFamily::kNvidia: return {128, 5, 5, 64, 4, 4, false};
+    // RDNA: ~10 KB per CU; 12 waves/SIMD (103 VGPRs, no spills) x 2 SIMDs x 32 lanes x 2 rows
+    // ahead x 8 B = 12 KB.
+    case ArchFamily::kRdna4: return {128, 12, 12, 64, 4, 2, true};
+    case ArchFamily::kRdna3: return {128, 12, 12, 64, 4, 2, true};
+    // gfx942: wave64, so 128 threads are 2 time ranges of 64 channel groups. 4 waves/SIMD (at 5
+    // the 16-bit kernels spill) x 4 SIMDs x 64 lanes x 2 x 8 B = 16 KB per CU, short of the
+    // ~30-40 KB gfx942 needs.
+    case ArchFamily::kCdna: return {128, 4, 4, 64, 4, 2, true};
+  }
+  return {128, 5, 5, 64, 4, 4, false};
+}
+
+// Deterministic backward: the ordered sum of the dweight/dbias partials (bwd.hip). A block covers
+// `channels` channels with `lanes` threads each; each lane sums every lanes-th partial in order.
+// Off the hot path (the partials are 1/150 or less of the backward's bytes): fixed geometry.
+struct BwdReduceTuning {
+  int channels;
+  int lanes;
+};
+
+__host__ __device__ constexpr BwdReduceTuning bwd_reduce_tuning(ArchFamily) { return {32, 8}; }
+
 // Decode update (update.hip, the single-token kernel): one batch row per block row, `threads`
 // threads each owning 4 bytes of channels (2 of 16-bit, 1 of fp32).
 struct UpdateTuning {
@@ -139,5 +219,26 @@ __host__ __device__ constexpr UpdateTuning update_tuning(ArchFamily f) {
   }
   return {64, 16, 64};
 }
+
+// The general update kernel (update.hip: any layout, several tokens, circular states): off the
+// decode hot path, so one geometry for every family.
+struct UpdateGeneralTuning {
+  int threads;     // one channel per thread
+  int occupancy;   // CC_LAUNCH_BOUNDS: NVIDIA blocks per SM, AMD waves per SIMD
+  int rows;        // batch rows per thread in the single-token case: their loads are in flight together
+  int max_grid_y;  // grid rows (the y dimension's limit); threads loop over the rest
+};
+
+__host__ __device__ constexpr UpdateGeneralTuning update_general_tuning(ArchFamily) { return {128, 1, 4, 65535}; }
+
+// causal_conv1d_varlen_states (varlen_states.hip): a gather, one channel per thread; the grid's y
+// and z (state columns, sequences) are strided loops beyond max_grid_yz.
+struct VarlenTuning {
+  int threads;
+  int occupancy;  // CC_LAUNCH_BOUNDS: NVIDIA blocks per SM, AMD waves per SIMD
+  int max_grid_yz;
+};
+
+__host__ __device__ constexpr VarlenTuning varlen_tuning(ArchFamily) { return {256, 1, 65535}; }
 
 }  // namespace causal_conv1d::gpu

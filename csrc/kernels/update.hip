@@ -36,20 +36,13 @@ namespace causal_conv1d::gpu {
 
 namespace {
 
-// The general kernel (any layout, several tokens, circular states): it is not on the decode hot
-// path, so it keeps one fixed geometry.
-struct UpdateTraits {
-  static constexpr int kNThreads = 128;
-  static constexpr int kRows = 4;  // batch rows per thread: their loads are in flight together
-  static constexpr int kMaxGridY = 65535;
-};
-
 // kSingle: seqlen == 1 (chosen by the launcher); the general loop is compiled out of that path.
 template <typename T, int kWidth, bool kSilu, bool kSingle>
-__global__ void __launch_bounds__(UpdateTraits::kNThreads) update_kernel(UpdateParams p) {
+__global__ void CC_LAUNCH_BOUNDS(update_general_tuning(kTargetFamily)) update_kernel(UpdateParams p) {
+  constexpr UpdateGeneralTuning kTune = update_general_tuning(kTargetFamily);
   constexpr int kHalo = kWidth - 1;
-  constexpr int kRows = kSingle ? UpdateTraits::kRows : 1;
-  const int64_t c = int64_t(blockIdx.x) * UpdateTraits::kNThreads + threadIdx.x;
+  constexpr int kRows = kSingle ? kTune.rows : 1;
+  const int64_t c = int64_t(blockIdx.x) * kTune.threads + threadIdx.x;
   if (c >= p.dim) return;
   const int64_t L = kSingle ? 1 : p.seqlen, S = p.state_len, ls = p.state_l_stride;
 
@@ -297,7 +290,6 @@ bool fits_decode_kernel(const UpdateParams& p) {
 }  // namespace
 
 int launch_update(const UpdateParams& p, const DeviceDesc& dev, void* stream) {
-  using Tr = UpdateTraits;
   if (p.batch == 0 || p.dim == 0) return kSuccess;
   const bool single = p.seqlen == 1;
   if (fits_decode_kernel(p)) {
@@ -325,10 +317,11 @@ int launch_update(const UpdateParams& p, const DeviceDesc& dev, void* stream) {
       });
     });
   }
-  const int64_t rows = single ? Tr::kRows : 1;
+  const UpdateGeneralTuning tune = update_general_tuning(dev.family);
+  const int64_t rows = single ? tune.rows : 1;
   const int64_t row_groups = (p.batch + rows - 1) / rows;
-  const dim3 grid(ceil_div_u(p.dim, Tr::kNThreads),
-                  static_cast<unsigned>(std::min<int64_t>(row_groups, Tr::kMaxGridY)));
+  const dim3 grid(ceil_div_u(p.dim, tune.threads),
+                  static_cast<unsigned>(std::min<int64_t>(row_groups, tune.max_grid_y)));
   const auto s = static_cast<Stream>(stream);
   return dispatch_dtype(p.x_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -336,7 +329,7 @@ int launch_update(const UpdateParams& p, const DeviceDesc& dev, void* stream) {
       return dispatch_bool(p.silu, [&](auto S) {
         return dispatch_bool(single, [&](auto One) {
           update_kernel<T, decltype(W)::value, decltype(S)::value, decltype(One)::value>
-              <<<grid, Tr::kNThreads, 0, s>>>(p);
+              <<<grid, tune.threads, 0, s>>>(p);
           return launch_status();
         });
       });

@@ -1,6 +1,6 @@
 // causal_conv1d_varlen_states on the GPU: a gather, no arithmetic.
 //
-// Grid: x over channel tiles of kNThreads, y over state columns r, z over sequences b (both
+// Grid: x over channel tiles of the tuning row's `threads`, y over state columns r, z over sequences b (both
 // grid-strided, so any batch or state_len fits the grid limits). Thread c of a block copies
 // x[end_b - state_len + r, c] into states[b, c, r], or writes zero when that row lies before the
 // sequence's start. Consecutive threads touch consecutive channels, so with dim contiguous in x
@@ -10,19 +10,15 @@
 
 #include "causal_conv1d/gpu.h"
 #include "causal_conv1d/gpu_runtime.h"
+#include "tuning.h"
 
 namespace causal_conv1d::gpu {
 
 namespace {
 
-struct VarlenTraits {
-  static constexpr int kNThreads = 256;
-  static constexpr int kMaxGridYZ = 65535;
-};
-
 template <typename Bits>
-__global__ void __launch_bounds__(VarlenTraits::kNThreads) varlen_states_kernel(VarlenStatesParams p) {
-  const int64_t c = int64_t(blockIdx.x) * VarlenTraits::kNThreads + threadIdx.x;
+__global__ void CC_LAUNCH_BOUNDS(varlen_tuning(kTargetFamily)) varlen_states_kernel(VarlenStatesParams p) {
+  const int64_t c = int64_t(blockIdx.x) * varlen_tuning(kTargetFamily).threads + threadIdx.x;
   if (c >= p.dim) return;
   const Bits* x = static_cast<const Bits*>(p.x);
   Bits* states = static_cast<Bits*>(p.states);
@@ -50,16 +46,17 @@ __global__ void __launch_bounds__(VarlenTraits::kNThreads) varlen_states_kernel(
 
 }  // namespace
 
-int launch_varlen_states(const VarlenStatesParams& p, void* stream) {
+int launch_varlen_states(const VarlenStatesParams& p, const DeviceDesc& dev, void* stream) {
   if (p.batch == 0 || p.dim == 0 || p.state_len == 0) return kSuccess;
-  const dim3 grid(static_cast<unsigned>((p.dim + VarlenTraits::kNThreads - 1) / VarlenTraits::kNThreads),
-                  static_cast<unsigned>(std::min<int64_t>(p.state_len, VarlenTraits::kMaxGridYZ)),
-                  static_cast<unsigned>(std::min<int64_t>(p.batch, VarlenTraits::kMaxGridYZ)));
+  const VarlenTuning tune = varlen_tuning(dev.family);
+  const dim3 grid(static_cast<unsigned>((p.dim + tune.threads - 1) / tune.threads),
+                  static_cast<unsigned>(std::min<int64_t>(p.state_len, tune.max_grid_yz)),
+                  static_cast<unsigned>(std::min<int64_t>(p.batch, tune.max_grid_yz)));
   auto s = static_cast<Stream>(stream);
   if (dtype_size(p.dtype) == 4)
-    varlen_states_kernel<uint32_t><<<grid, VarlenTraits::kNThreads, 0, s>>>(p);
+    varlen_states_kernel<uint32_t><<<grid, tune.threads, 0, s>>>(p);
   else
-    varlen_states_kernel<uint16_t><<<grid, VarlenTraits::kNThreads, 0, s>>>(p);
+    varlen_states_kernel<uint16_t><<<grid, tune.threads, 0, s>>>(p);
   return launch_status();
 }
 

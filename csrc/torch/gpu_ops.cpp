@@ -76,18 +76,18 @@ void bwd_gpu(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bia
              const at::Tensor& dx, const at::Tensor& dweight, const OptTensor& dbias, const OptTensor& dinitial_states,
              bool silu_activation, bool deterministic) {
   const c10::DeviceGuard guard(x.device());
-  checked_device("causal_conv1d_bwd", x.device());
+  const DeviceDesc& dev = checked_device("causal_conv1d_bwd", x.device());
   BwdParams p = make_bwd_params(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, dweight, dbias,
                                 dinitial_states, silu_activation, deterministic);
   int64_t elems = 0;
-  check_launch("causal_conv1d_bwd", "bwd_workspace_elems", gpu::bwd_workspace_elems(p, &elems));
+  check_launch("causal_conv1d_bwd", "bwd_workspace_elems", gpu::bwd_workspace_elems(p, dev, &elems));
   at::Tensor workspace;  // deterministic mode: per-block partial sums, reduced in a fixed order
   if (elems > 0) {
     workspace = at::empty({elems}, x.options().dtype(at::kFloat));
     p.workspace = workspace.data_ptr<float>();
   }
   check_launch("causal_conv1d_bwd", p.f.channel_last ? "bwd_channel_last_kernel" : "bwd_channel_first_kernel",
-               gpu::launch_bwd(p, current_stream(x.device())));
+               gpu::launch_bwd(p, dev, current_stream(x.device())));
 }
 
 void update_gpu(const at::Tensor& x, const at::Tensor& conv_state, const at::Tensor& weight, const OptTensor& bias,
@@ -102,11 +102,11 @@ void update_gpu(const at::Tensor& x, const at::Tensor& conv_state, const at::Ten
 
 at::Tensor varlen_states_gpu(const at::Tensor& x, const at::Tensor& cu_seqlens, int64_t state_len) {
   const c10::DeviceGuard guard(x.device());
-  checked_device("causal_conv1d_varlen_states", x.device());
+  const DeviceDesc& dev = checked_device("causal_conv1d_varlen_states", x.device());
   at::Tensor states = new_varlen_states(x, cu_seqlens, state_len);
   const VarlenStatesParams p = make_varlen_states_params(x, cu_seqlens, states);
   check_launch("causal_conv1d_varlen_states", "varlen_states_kernel",
-               gpu::launch_varlen_states(p, current_stream(x.device())));
+               gpu::launch_varlen_states(p, dev, current_stream(x.device())));
   return states;
 }
 

@@ -133,10 +133,10 @@ void run_gpu_bwd(cc_test::BwdProblem& pr, bool deterministic, BwdGpuRun& res) {
   if (p.dfinal_states) p.dfinal_states = dfinal.ptr;
   p.deterministic = deterministic;
   int64_t elems = 0;
-  CC_GPU_OK(causal_conv1d::gpu::bwd_workspace_elems(p, &elems));
+  CC_GPU_OK(causal_conv1d::gpu::bwd_workspace_elems(p, cc_test::device0(), &elems));
   DeviceBuffer workspace(size_t(elems) * sizeof(float));
   p.workspace = static_cast<float*>(workspace.ptr);
-  CC_GPU_OK(causal_conv1d::gpu::launch_bwd(p, nullptr));
+  CC_GPU_OK(causal_conv1d::gpu::launch_bwd(p, cc_test::device0(), nullptr));
   CC_GPU_OK(causal_conv1d::gpu::device_synchronize());
   res.dx = pr.dx;
   res.dx.bytes = dx.to_host<uint8_t>();
@@ -184,6 +184,25 @@ std::vector<BwdGpuParam> gpu_bwd_cases() {
     v.push_back({c, false});
     v.push_back({c, true});
   }
+  // The kernels' own edges. Channel-first: row lengths with every tail modulo the vector (8 or 4
+  // elements; 4 or 2 with seq_idx), rows of one warp iteration, rows of several strips (a strip is
+  // 16 warp iterations: 4096 bf16 elements) so that strips end mid-row and recompute the dy past
+  // their end, with states (dinitial_states from the extra iteration, dfinal_states on the last
+  // vectors) and with seq_idx (ids of lengths 1, 2, 3, ... and padding every 11th position cross
+  // every lane, iteration and strip edge), in both modes.
+  for (int64_t L : {1, 2, 3, 5, 7, 9, 255, 257, 4095, 4097, 5000, 9000})
+    for (DType t : {DType::kBFloat16, DType::kFloat32}) {
+      const int64_t dim = L > 4096 ? 2 : 3;
+      v.push_back({{t, DType::kFloat32, 4, false, true, true, L % 2 == 0, false, 2, dim, L}, L % 3 == 0});
+      v.push_back({{t, DType::kFloat32, 3, false, true, true, false, true, 2, dim, L}, L % 3 == 1});
+    }
+  // Channel-last: dims not divisible by the channel vector (2 of 16-bit), time ranges of 64 steps,
+  // 4 to a block, so rows of 100 and 1100 steps end mid-range and mid-block; states and seq_idx.
+  for (int64_t dim : {1, 3, 5, 130, 513})
+    for (DType t : {DType::kFloat16, DType::kFloat32}) {
+      v.push_back({{t, DType::kBFloat16, 4, true, true, true, dim % 2 == 1, false, 2, dim, 100}, dim % 3 == 0});
+      v.push_back({{t, DType::kBFloat16, 2, true, false, true, false, true, 2, dim, 1100}, dim % 3 != 0});
+    }
   return v;
 }
 

@@ -54,7 +54,7 @@ TEST_P(VarlenStates, GpuMatchesCpu) {
   cc_test::DeviceBuffer dx(s.x.bytes), dcu(s.cu), dst(s.states.bytes.size());
   VarlenStatesParams gp = s.p;
   gp.x = dx.ptr, gp.cu_seqlens = dcu.ptr, gp.states = dst.ptr;
-  CC_GPU_OK(causal_conv1d::gpu::launch_varlen_states(gp, nullptr));
+  CC_GPU_OK(causal_conv1d::gpu::launch_varlen_states(gp, cc_test::device0(), nullptr));
   CC_GPU_OK(causal_conv1d::gpu::device_synchronize());
   EXPECT_EQ(dst.to_host<uint8_t>(), s.states.bytes);
 }

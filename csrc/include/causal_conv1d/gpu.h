@@ -32,15 +32,16 @@ int copy_to_device(void* dst, const void* src, size_t bytes);
 int copy_to_host(void* dst, const void* src, size_t bytes);
 int device_synchronize();
 
-// What the forward and update launchers need to know of the device (tuning-table row, CU count,
-// wave size), for device index `device`.
+// What the launchers need to know of the device (tuning-table row, CU count, wave size), for
+// device index `device`.
 int device_desc(int device, DeviceDesc* desc);
 
 int launch_fwd(const FwdParams& p, const DeviceDesc& dev, void* stream);
 int launch_update(const UpdateParams& p, const DeviceDesc& dev, void* stream);
-// Float elements of scratch launch_bwd needs in p.workspace (0 unless p.deterministic).
-int bwd_workspace_elems(const BwdParams& p, int64_t* elems);
-int launch_bwd(const BwdParams& p, void* stream);
-int launch_varlen_states(const VarlenStatesParams& p, void* stream);
+// Float elements of scratch launch_bwd needs in p.workspace on device `dev` (0 unless
+// p.deterministic).
+int bwd_workspace_elems(const BwdParams& p, const DeviceDesc& dev, int64_t* elems);
+int launch_bwd(const BwdParams& p, const DeviceDesc& dev, void* stream);
+int launch_varlen_states(const VarlenStatesParams& p, const DeviceDesc& dev, void* stream);
 
 }  // namespace causal_conv1d::gpu

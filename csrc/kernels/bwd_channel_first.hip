@@ -1,0 +1,419 @@
+// Backward for channel-first x (stride 1 along seqlen): warp strips walking backwards with a load
+// ring. The formulas are in bwd_common.h.
+//
+// Data ownership: as in the forward (fwd_channel_first.hip), every (batch, channel) row is cut into
+// vectors of kV elements (16 bytes, 8 with seq_idx) starting m elements before the row (m: the row's misalignment), and
+// a warp owns a strip of `iters` warp-rows of that grid: in iteration i lane l holds vector (strip start + i *
+// kWarpSize + l) of x, dout and dx. Warps are independent (no shared memory, no barriers); a block is tuning-table
+// `threads` / kWarpSize strips.
+//
+// The walk goes from the strip's last iteration to its first, with `ring` iterations of x and
+// dout loaded ahead in statically indexed registers. In each iteration a lane computes dy at its
+// kV positions, their dweight/dbias terms, and dx at its kV positions, for which it needs:
+//  - the x halo (the W-1 inputs before its vector, for its dy): by shuffle from the previous lane.
+//    Lane 0 (lanes < kD when a vector is shorter than the halo) loads its halo with its vector:
+//    the warp-row before is the walk's next iteration, not yet in registers;
+//  - the dy halo (the W-1 dy after its vector, for its dx): by a rotated shuffle from the next
+//    lane. The last lane uses what it received in the previous iteration (lane 0's dy of the
+//    warp-row after, walked just before) and keeps the current value for the next one. Before
+//    the walk, the last lane computes the dy just past the strip from memory.
+// So no pre-activation is computed twice except those W-1 per strip. dweight/dbias terms stay in
+// registers over the strip: one warp reduction and one partial per strip (atomics, or a workspace
+// slot in deterministic mode, which is what makes that mode cost nothing extra here).
+//
+// dinitial_states: the strip holding position 0 walks one more iteration (positions < 0, where
+// dout is 0 and x is initial_states) and stores its dx at positions -(W-1) .. -1 there.
+#include <algorithm>
+#include <climits>
+
+#include "bwd_common.h"
+#include "causal_conv1d/dispatch.h"
+
+namespace causal_conv1d::gpu {
+
+namespace {
+
+// Elements per vector on the vector path (1 otherwise), from x's element size: 16 bytes; 8 with
+// seq_idx, whose ids (4 bytes each) sit beside the data in registers (with 16 bytes the seq_idx
+// kernels spill on gfx1201 and gfx942). 4 elements for 16-bit types was measured slower on the
+// H200 than 8 (44% of copy against 55% at the same occupancy, bf16 (8, 4096, 4096)). It names the
+// kernel instantiation the host launches, so it cannot differ between arch families.
+__host__ __device__ constexpr int bwd_cf_vec(int esize, bool seq_idx) { return (seq_idx ? 8 : 16) / esize; }
+
+// dx of a vector that is not one whole store: positions outside [0, L) are dropped except
+// -(W-1) .. -1, which are dinitial_states (when asked for); dfinal_states adds to the last W-1
+// positions of [initial_states, x]. Out of line on NVIDIA (CC_EDGE_FN); scalars only.
+template <typename T, int kV, int kHalo>
+CC_EDGE_FN void store_dx_edge(T* dx, T* dinit, int64_t dinit_ls, const T* dfin, int64_t dfin_ls, int64_t L, int64_t q0,
+                              Floats<kV> o) {
+  static_for<kV>([&](auto e) {
+    const int64_t q = q0 + e;
+    if (q < -kHalo || q >= L) return;
+    float v = o.v[e];
+    if (dfin != nullptr && q >= L - kHalo) v += to_float(dfin[(q - (L - kHalo)) * dfin_ls]);
+    if (q >= 0) {
+      dx[q] = from_float<T>(v);
+    } else if (dinit != nullptr) {
+      dinit[(q + kHalo) * dinit_ls] = from_float<T>(v);
+    }
+  });
+}
+
+template <typename T, int kWidth, int kV, bool kSilu, bool kSeqIdx>
+__global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily), kSeqIdx))
+    bwd_channel_first_kernel(BwdParams p, BwdCfGrid g) {
+  constexpr BwdCfTuning kTune = bwd_cf_tuning(kTargetFamily);
+  constexpr int kRing = kTune.ring;
+  constexpr int kHalo = kWidth - 1;
+  constexpr int kStep = kWarpSize * kV;  // elements per warp iteration
+  constexpr int kIds = kSeqIdx ? kV : 1;
+  constexpr int kHIds = kSeqIdx ? kHalo : 1;
+  // Lanes whose x halo reaches past the previous lane's vector: they load it from memory.
+  constexpr int kDMax = (kHalo + kV - 1) / kV;
+  static_assert(kTune.threads % kWarpSize == 0, "a block must consist of whole warps");
+
+  const FwdParams& f = p.f;
+  const int lane = threadIdx.x % kWarpSize;
+  const uint32_t strip_id = blockIdx.x * (kTune.threads / kWarpSize) + threadIdx.x / kWarpSize;
+  if (strip_id >= g.total_strips) return;  // whole warps leave together
+  const uint32_t row = strip_id / g.strips_per_row;
+  const uint32_t strip = strip_id - row * g.strips_per_row;
+  const uint32_t b = row / g.dim, c = row - b * g.dim;
+  const int64_t L = f.seqlen;
+  const T* x = static_cast<const T*>(f.x) + int64_t(b) * f.x_batch_stride + int64_t(c) * f.x_c_stride;
+  const T* dout = static_cast<const T*>(p.dout) + int64_t(b) * p.dout_batch_stride + int64_t(c) * p.dout_c_stride;
+  T* dx = static_cast<T*>(p.dx) + int64_t(b) * p.dx_batch_stride + int64_t(c) * p.dx_c_stride;
+  const int32_t* seq = kSeqIdx ? f.seq_idx + int64_t(b) * f.seq_idx_batch_stride : nullptr;
+  // The states' rows, used only on the edge paths (computed there from the params, so no register
+  // holds them across the walk). seq_idx never comes with states (the torch layer rejects it).
+  auto init_row = [&]() -> const T* {
+    if (kSeqIdx || f.initial_states == nullptr) return nullptr;
+    return static_cast<const T*>(f.initial_states) + int64_t(b) * f.init_batch_stride + int64_t(c) * f.init_c_stride;
+  };
+  const bool want_dinit = !kSeqIdx && p.dinitial_states != nullptr;
+  const bool want_dfin = !kSeqIdx && p.dfinal_states != nullptr;
+  auto input = [&](int64_t q) { return row_input<T, kHalo>(x, L, init_row(), f.init_l_stride, q); };
+  auto seq_at = [&](int64_t q) -> int32_t { return q >= 0 && q < L ? seq[q * f.seq_idx_l_stride] : -1; };
+
+  const int m = misalignment<T, kV>(x);
+  const int64_t row_vecs = (L + m + kV - 1) / kV;
+  const int64_t vec0 = int64_t(strip) * g.iters * kWarpSize;           // the strip's first vector
+  const int64_t left = (row_vecs - vec0 + kWarpSize - 1) / kWarpSize;  // iterations left in the row
+  const int n_it = left <= 0 ? 0 : left < g.iters ? int(left) : g.iters;
+  const int it_lo = strip == 0 && want_dinit ? -1 : 0;  // -1: the dinitial_states iteration
+  const int it_hi = n_it - 1;
+  const int64_t qbase = (vec0 + lane) * kV - m;  // this lane's first position
+  // Room left in the row after qbase, saturated to 32 bits (a strip spans a few thousand
+  // elements): the vector of iteration `it` is whole when it lies inside [0, L); its dx is one
+  // store when it also stays clear of the positions dfinal_states adds to.
+  const int64_t room64 = L - qbase;
+  const int32_t room = room64 > INT_MAX ? INT_MAX : int32_t(room64);
+  const int32_t room_st = want_dfin ? room - kHalo : room;
+  auto inside = [&](int it) { return it > 0 || (it == 0 && qbase >= 0); };
+  auto whole = [&](int it) { return inside(it) && it * kStep + kV <= room; };
+  auto whole_store = [&](int it) { return inside(it) && it * kStep + kV <= room_st; };
+
+  float w[kWidth], bias = 0.0f;
+  with_dtype(f.w_dtype, [&](auto tag) {
+    using WT = typename decltype(tag)::type;
+    const WT* wp = static_cast<const WT*>(f.weight) + int64_t(c) * f.weight_c_stride;
+    static_for<kWidth>([&](auto k) { w[k] = to_float(wp[k * f.weight_w_stride]); });
+    if (f.bias != nullptr) bias = to_float(static_cast<const WT*>(f.bias)[int64_t(c) * f.bias_stride]);
+  });
+  // dy at a position from its dout and its kWidth inputs (already masked by seq_idx).
+  auto dy_from = [&](float gq, const float (&xs)[kWidth]) {
+    float y = bias;
+    static_for<kWidth>([&](auto k) { y = fmaf(w[k], xs[k], y); });
+    return kSilu ? gq * dsilu(y) : gq;
+  };
+
+  // What one iteration loads: x and dout vectors, the x halo of lanes < kDMax (element i at
+  // position q0 - kHalo + i), and seq ids.
+  struct Slot {
+    Packed<T, kV> x, g;
+    Packed<T, kHalo> hx;
+    int32_t ids[kIds], hids[kHIds];
+  };
+  auto load = [&](int it, Slot& s) {
+    const int64_t q0 = qbase + int64_t(it) * kStep;
+    const bool full = whole(it);
+    if (full) {
+      s.x = load_packed<T, kV>(x + q0);
+      s.g = load_packed<T, kV>(dout + q0);
+    } else {
+      s.x = load_edge<T, kV, kHalo>(x, L, init_row(), f.init_l_stride, q0);
+      s.g = load_edge<T, kV, kHalo>(dout, L, nullptr, 0, q0);
+    }
+    constexpr int kPer = Packed<T, kHalo>::kPerWord;
+    static_for<Packed<T, kHalo>::kWords>([&](auto i) { s.hx.w[i] = 0; });
+    if (lane < kDMax) {
+      const bool inner = full && q0 >= kHalo;
+      static_for<kHalo>([&](auto i) {
+        const T v = inner ? x[q0 - kHalo + i] : input(q0 - kHalo + i);
+        s.hx.w[i / kPer] |= elem_word<T, decltype(i)::value % kPer>(v);
+      });
+    }
+    if constexpr (kSeqIdx) {
+      bool done = false;
+      if constexpr (kV == 4 || kV == 2) {
+        if (full && g.seq_vec) {  // the ids of a whole vector: one 16- or 8-byte access
+          uint32_t words[kV];
+          load_run<4 * kV>(seq + q0, words);
+          static_for<kV>([&](auto e) { s.ids[e] = int32_t(words[e]); });
+          done = true;
+        }
+      }
+      if (!done) static_for<kV>([&](auto e) { s.ids[e] = seq_at(q0 + e); });
+      static_for<kHalo>([&](auto i) { s.hids[i] = lane < kDMax ? seq_at(q0 - kHalo + i) : -1; });
+    }
+  };
+
+  // The dy halo after each lane's vector: element i (position q0 + kV + i) is element i % kV of
+  // the lane kD = i / kV + 1 ahead; lanes past the warp's end take it from carry[i], what they
+  // received in the previous iteration. Before the walk: the dy just past the strip, from memory.
+  float carry[kHalo];
+  int32_t carry_id[kHIds];
+  static_for<kHalo>([&](auto i) {
+    constexpr int kD = decltype(i)::value / kV + 1;
+    carry[i] = 0.0f;
+    if constexpr (kSeqIdx) carry_id[i] = -1;
+    const int64_t q = qbase + int64_t(it_hi) * kStep + kV + i;
+    if (lane + kD >= kWarpSize && q >= 0 && q < L) {
+      const int32_t id = kSeqIdx ? seq_at(q) : 0;
+      float xs[kWidth];
+      static_for<kWidth>([&](auto k) {
+        const int64_t s = q - kHalo + k;
+        xs[k] = kSeqIdx && seq_at(s) != id ? 0.0f : to_float(input(s));
+      });
+      carry[i] = kSeqIdx && id < 0 ? 0.0f : dy_from(to_float(dout[q]), xs);
+      if constexpr (kSeqIdx) carry_id[i] = id;
+    }
+  });
+
+  float acc[kWidth + 1] = {};  // dweight[0..W-1], dbias terms of this lane's positions
+  // kEdge: the iteration's dx is not one whole store (store_dx_edge takes floats); a separate
+  // instantiation, so the common path holds only the packed result.
+  auto process = [&](auto edge, int it, const Slot& cur) {
+    constexpr bool kEdge = decltype(edge)::value;
+    // The x halo (positions q0 - kHalo .. q0 - 1): from the lane kD back, or loaded (lanes < kD).
+    float hal[kHalo];
+    int32_t hid[kHIds];
+    static_for<kHalo>([&](auto i) {
+      constexpr int kBack = kHalo - decltype(i)::value;
+      constexpr int kD = (kBack + kV - 1) / kV;
+      constexpr int kSrc = kD * kV - kBack;
+      constexpr int kPer = Packed<T, kV>::kPerWord;
+      const uint32_t got = shfl_up(cur.x.w[kSrc / kPer], kD, kWarpSize);
+      hal[i] = lane < kD ? packed_elem<T, decltype(i)::value>(cur.hx) : word_elem<T, kSrc % kPer>(got);
+      if constexpr (kSeqIdx) {
+        const int32_t got_id = shfl_up(cur.ids[kSrc], kD, kWarpSize);
+        hid[i] = lane < kD ? cur.hids[i] : got_id;
+      }
+    });
+    float dy[kV], dya[kHalo];  // dy at the own positions and at the kHalo after them
+    int32_t ida[kHIds];
+    // x and seq id at position q0 + r, r in [-kHalo, kV + kHalo) (ids past the vector: after the
+    // dy halo is known).
+    auto xat = [&](auto r) -> float {
+      constexpr int kR = decltype(r)::value;
+      if constexpr (kR < 0) {
+        return hal[kR + kHalo];
+      } else {
+        return packed_elem<T, kR>(cur.x);
+      }
+    };
+    auto idat = [&](auto r) -> int32_t {
+      constexpr int kR = decltype(r)::value;
+      if constexpr (kR < 0) {
+        return hid[kR + kHalo];
+      } else if constexpr (kR < kV) {
+        return cur.ids[kR];
+      } else {
+        return ida[kR - kV];
+      }
+    };
+    // dy at own position e, and its dweight/dbias terms.
+    auto own_dy = [&](auto e) {
+      constexpr int kE = decltype(e)::value;
+      float xs[kWidth];
+      static_for<kWidth>([&](auto k) {
+        constexpr int kR = kE - kHalo + decltype(k)::value;
+        xs[k] = xat(Idx<kR>{});
+        if constexpr (kSeqIdx) {
+          if (idat(Idx<kR>{}) != idat(Idx<kE>{})) xs[k] = 0.0f;
+        }
+      });
+      float d = dy_from(packed_elem<T, kE>(cur.g), xs);
+      if constexpr (kSeqIdx) {
+        if (idat(Idx<kE>{}) < 0) d = 0.0f;  // padding token: constant output
+      }
+      dy[kE] = d;
+      acc[kWidth] += d;
+      static_for<kWidth>([&](auto k) { acc[k] = fmaf(d, xs[k], acc[k]); });
+    };
+    // dx at own position e: sum over the outputs e + kHalo - k that read it.
+    PackedBuilder<T, kV> res;
+    float o[kEdge ? kV : 1];
+    auto own_dx = [&](auto e) {
+      constexpr int kE = decltype(e)::value;
+      float sum = 0.0f;
+      static_for<kWidth>([&](auto k) {
+        constexpr int kJ = kE + kHalo - decltype(k)::value;
+        float d;
+        if constexpr (kJ < kV) {
+          d = dy[kJ];
+        } else {
+          d = dya[kJ - kV];
+        }
+        if constexpr (kSeqIdx) {
+          if (idat(Idx<kJ>{}) != idat(Idx<kE>{})) d = 0.0f;
+        }
+        sum = fmaf(w[k], d, sum);
+      });
+      if constexpr (kEdge) {
+        o[kE] = sum;
+      } else {
+        res.template set<kE>(sum);
+      }
+    };
+    // Streamed so that few dy are live at once: first the dy the previous lane needs (its dy
+    // halo), exchanged; then dy[e] with dx[e - kHalo] behind it; then the dx that need the halo.
+    constexpr int kFirst = kHalo < kV ? kHalo : kV;
+    static_for<kFirst>([&](auto e) { own_dy(e); });
+    static_for<kHalo>([&](auto i) {
+      // Element i (position q0 + kV + i) is element i % kV of the lane kD = i / kV + 1 ahead;
+      // lanes past the warp's end take carry[i], received in the previous iteration.
+      constexpr int kD = decltype(i)::value / kV + 1;
+      constexpr int kSrc = decltype(i)::value % kV;
+      const int src_lane = (lane + kD) % kWarpSize;
+      const bool wrap = lane + kD >= kWarpSize;
+      const float got = shfl(dy[kSrc], src_lane, kWarpSize);
+      dya[i] = wrap ? carry[i] : got;
+      carry[i] = got;
+      if constexpr (kSeqIdx) {
+        const int32_t got_id = shfl(cur.ids[kSrc], src_lane, kWarpSize);
+        ida[i] = wrap ? carry_id[i] : got_id;
+        carry_id[i] = got_id;
+      }
+    });
+    static_for<kV - kFirst>([&](auto j) {
+      constexpr int kE = kFirst + decltype(j)::value;
+      own_dy(Idx<kE>{});
+      if constexpr (kE - kHalo >= 0) own_dx(Idx<kE - kHalo>{});
+    });
+    static_for<kV>([&](auto e) {
+      if constexpr (decltype(e)::value + kHalo >= kV) own_dx(e);
+    });
+
+    const int64_t q0 = qbase + int64_t(it) * kStep;
+    if constexpr (!kEdge) {
+      if constexpr (kV > 1) {
+        store_packed<output_hint(kTune.nt_store)>(dx + q0, res.out);
+      } else {
+        dx[q0] = packed_raw<T, 0>(res.out);
+      }
+    } else {
+      Floats<kV> ov;
+      static_for<kV>([&](auto e) { ov.v[e] = o[e]; });
+      T* dinit = want_dinit ? static_cast<T*>(p.dinitial_states) + int64_t(b) * p.dinit_batch_stride +
+                                  int64_t(c) * p.dinit_c_stride
+                            : nullptr;
+      const T* dfin = want_dfin ? static_cast<const T*>(p.dfinal_states) + int64_t(b) * p.dfinal_batch_stride +
+                                      int64_t(c) * p.dfinal_c_stride
+                                : nullptr;
+      store_dx_edge<T, kV, kHalo>(dx, dinit, p.dinit_l_stride, dfin, p.dfinal_l_stride, L, q0, ov);
+    }
+  };
+
+  // The ring: ring[j] holds walk step r0 + j (iteration it_hi - r0 - j); its next load (kRing
+  // steps later) is issued before it is computed. Static indices keep the ring in registers.
+  const int steps = it_hi - it_lo + 1;
+  Slot ring[kRing];
+  static_for<kRing>([&](auto j) {
+    if (j < steps) load(it_hi - j, ring[j]);
+  });
+  for (int r0 = 0; r0 < steps; r0 += kRing) {
+    static_for<kRing>([&](auto j) {
+      const int r = r0 + j;
+      if (r >= steps) return;  // warp-uniform
+      const Slot cur = ring[j];
+      if (r + kRing < steps) load(it_hi - r - kRing, ring[j]);
+      if (whole_store(it_hi - r)) {
+        process(BoolC<false>{}, it_hi - r, cur);
+      } else {
+        process(BoolC<true>{}, it_hi - r, cur);
+      }
+    });
+  }
+
+  // One partial per strip: the warp's sums (a fixed butterfly order, so deterministic).
+  static_for<kWidth + 1>([&](auto k) {
+    for (int off = kWarpSize / 2; off > 0; off /= 2) acc[k] += shfl_xor(acc[k], off, kWarpSize);
+  });
+  if (lane == 0) emit_partial<kWidth>(p, int64_t(b) * g.strips_per_row + strip, c, acc);
+}
+
+}  // namespace
+
+BwdCfGrid bwd_cf_grid(const BwdParams& p, const DeviceDesc& dev) {
+  const FwdParams& f = p.f;
+  const BwdCfTuning tune = bwd_cf_tuning(dev.family);
+  const int es = dtype_size(f.x_dtype);
+  const bool seq = f.seq_idx != nullptr;
+  // Vectors (bwd_cf_vec) when x, dout and dx rows share their alignment (one peel fits all
+  // three).
+  const int kv_full = bwd_cf_vec(es, seq);
+  const bool vec =
+      same_vector_phase(f.x, p.dout, es, kv_full, {f.x_batch_stride, f.x_c_stride},
+                        {p.dout_batch_stride, p.dout_c_stride}) &&
+      same_vector_phase(f.x, p.dx, es, kv_full, {f.x_batch_stride, f.x_c_stride}, {p.dx_batch_stride, p.dx_c_stride});
+  BwdCfGrid g{};
+  g.kv = vec ? kv_full : 1;
+  // Every row starts aligned: no row needs the extra peeled vector.
+  g.aligned = vec && reinterpret_cast<uintptr_t>(f.x) % (kv_full * es) == 0 && multiple_of(f.x_batch_stride, kv_full) &&
+              multiple_of(f.x_c_stride, kv_full);
+  // seq_idx in vectors (kv ids, 4 bytes each): unit stride, every row's ids aligned like its data.
+  g.seq_vec = seq && g.kv > 1 && g.aligned && f.seq_idx_l_stride == 1 &&
+              reinterpret_cast<uintptr_t>(f.seq_idx) % (4 * g.kv) == 0 && multiple_of(f.seq_idx_batch_stride, g.kv);
+  // Strips: as few as cover a row with at most max_iters iterations each, balanced.
+  const int wave = dev.wave_size;
+  const int64_t span = f.seqlen + (g.kv > 1 && !g.aligned ? g.kv - 1 : 0);
+  const int64_t row_vecs = (span + g.kv - 1) / g.kv;
+  const int64_t iters_needed = std::max<int64_t>(1, (row_vecs + wave - 1) / wave);
+  const int64_t strips_per_row = (iters_needed + tune.max_iters - 1) / tune.max_iters;
+  const int64_t total = f.batch * f.dim * strips_per_row;
+  const int warps_per_block = tune.threads / wave;
+  g.dim = static_cast<uint32_t>(f.dim);
+  g.strips_per_row = static_cast<uint32_t>(strips_per_row);
+  g.total_strips = static_cast<uint32_t>(std::min<int64_t>(total, UINT32_MAX));
+  g.iters = static_cast<int32_t>((iters_needed + strips_per_row - 1) / strips_per_row);
+  g.blocks = (total + warps_per_block - 1) / warps_per_block;
+  g.slots = f.batch * strips_per_row;
+  return g;
+}
+
+int launch_bwd_channel_first(const BwdParams& p, const DeviceDesc& dev, Stream stream) {
+  const FwdParams& f = p.f;
+  const BwdCfTuning tune = bwd_cf_tuning(dev.family);
+  const BwdCfGrid g = bwd_cf_grid(p, dev);
+  if (int64_t(f.batch) * f.dim * g.strips_per_row > INT_MAX || f.dim > UINT32_MAX) return kErrInvalidParams;
+  return dispatch_dtype(f.x_dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return dispatch_bool(f.seq_idx != nullptr, [&](auto Q) {
+      constexpr bool kSeqIdx = decltype(Q)::value;
+      constexpr int kVFull = bwd_cf_vec(int(sizeof(T)), kSeqIdx);
+      return dispatch_width(f.width, [&](auto W) {
+        return dispatch_bool(g.kv > 1, [&](auto V) {
+          constexpr int kV = decltype(V)::value ? kVFull : 1;
+          return dispatch_bool(f.silu, [&](auto S) {
+            bwd_channel_first_kernel<T, decltype(W)::value, kV, decltype(S)::value, kSeqIdx>
+                <<<static_cast<unsigned>(g.blocks), tune.threads, 0, stream>>>(p, g);
+            return launch_status();
+          });
+        });
+      });
+    });
+  });
+}
+
+}  // namespace causal_conv1d::gpu

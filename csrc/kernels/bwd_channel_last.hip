@@ -1,0 +1,378 @@
+// Backward for channel-last x (stride 1 along dim): a register window walking backwards in time.
+// The formulas are in bwd_common.h.
+//
+// Data ownership: a thread owns kC consecutive channels (4 bytes: 2 of 16-bit, 1 of fp32) of one
+// batch row; lane l of a warp owns channel group (the block's first
+// group + l), so every load and store of a warp is one contiguous run of a time row. Warp w of a
+// block owns time range w of the block's threads / wave consecutive ranges of `steps` steps. The
+// grid covers (batch, time block, channel block).
+//
+// Each thread walks its range from the last step to the first. At step t it holds the x window
+// x[t-(W-1) .. t] and the dy window dy[t+1 .. t+W-1] in registers; it takes x row t-(W-1) and
+// dout row t from a ring loaded `ring` steps ahead, computes dy[t], its dweight/dbias terms and
+// dx[t], and slides both windows by one. Before the walk it loads the W-1 x rows of its first
+// window and computes the dy past its range from W-1 more x rows and W-1 dout rows (cache hits:
+// the neighbouring range loads them too). No data moves between threads until the end, where the
+// warps of a block add their dweight/dbias sums in LDS in a fixed order: one partial per block.
+//
+// dinitial_states: the range starting at t = 0 walks W-1 more steps (t < 0, where dout is 0 and
+// x is initial_states), whose dx is dinitial_states.
+//
+// The vector path needs x, dout and dx to share their alignment and batch / time strides that are
+// multiples of kC (one peel of m channels then fits every row); otherwise kC = 1.
+#include <algorithm>
+#include <climits>
+
+#include "bwd_common.h"
+#include "causal_conv1d/dispatch.h"
+
+namespace causal_conv1d::gpu {
+
+namespace {
+
+// Channels per thread on the vector path: 4 bytes (2 of 16-bit, 1 of fp32), so a warp's access to
+// a row is 128 contiguous bytes (256 on wave64). The weights, dweight/dbias sums and dy window of
+// every channel stay in registers (10 + 3 per channel at width 4): 4 channels needed 168 registers
+// under nvcc uncapped, 2 leave room for a deep ring of 2-register rows. It names the kernel
+// instantiation the host launches, so it cannot differ between arch families (the host pass knows
+// no target).
+constexpr int kBwdClBytes = 4;
+template <typename T>
+constexpr int kBwdClVec = kBwdClBytes / int(sizeof(T));
+
+// dx of row t for channels c0 .. c0 + kC - 1 when it is not one whole store: channels outside
+// [0, D) and rows outside [-(W-1), L) are dropped, rows before 0 are dinitial_states (when asked
+// for), dfinal_states adds to the last W-1 rows of [initial_states, x]. Out of line on NVIDIA
+// (CC_EDGE_FN); scalars only.
+template <typename T, int kC, int kHalo>
+CC_EDGE_FN void store_row_edge(T* dx, int64_t dx_ls, T* dinit, int64_t dinit_cs, int64_t dinit_ls, const T* dfin,
+                               int64_t dfin_cs, int64_t dfin_ls, int64_t L, int64_t D, int64_t c0, int64_t t,
+                               Floats<kC> o) {
+  if (t < -kHalo || t >= L) return;
+  static_for<kC>([&](auto e) {
+    const int64_t ch = c0 + e;
+    if (ch < 0 || ch >= D) return;
+    float v = o.v[e];
+    if (dfin != nullptr && t >= L - kHalo) v += to_float(dfin[ch * dfin_cs + (t - (L - kHalo)) * dfin_ls]);
+    if (t >= 0) {
+      dx[t * dx_ls + ch] = from_float<T>(v);
+    } else if (dinit != nullptr) {
+      dinit[ch * dinit_cs + (t + kHalo) * dinit_ls] = from_float<T>(v);
+    }
+  });
+}
+
+template <typename T, int kWidth, int kC, bool kSilu, bool kSeqIdx>
+__global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily), kSeqIdx))
+    bwd_channel_last_kernel(BwdParams p, BwdClGrid g) {
+  constexpr BwdClTuning kTune = bwd_cl_tuning(kTargetFamily);
+  constexpr int kRing = kTune.ring;
+  constexpr int kHalo = kWidth - 1;
+  constexpr int kWarps = kTune.threads / kWarpSize;
+  static_assert(kTune.threads % kWarpSize == 0, "a block must consist of whole warps");
+  // The other warps' sums, [k][e][lane]: a warp's accesses are consecutive words.
+  __shared__ float red[kWarps > 1 ? kWarps - 1 : 1][kWidth + 1][kC][kWarpSize];
+
+  const FwdParams& f = p.f;
+  const uint32_t rest = blockIdx.x / g.cblocks;
+  const uint32_t cb = blockIdx.x - rest * g.cblocks;
+  const uint32_t b = rest / g.tblocks, tb = rest - b * g.tblocks;
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  const int64_t L = f.seqlen, D = f.dim;
+  const T* xb = static_cast<const T*>(f.x) + int64_t(b) * f.x_batch_stride;
+  const T* gb = static_cast<const T*>(p.dout) + int64_t(b) * p.dout_batch_stride;
+  T* dxb = static_cast<T*>(p.dx) + int64_t(b) * p.dx_batch_stride;
+  // The states' batch rows, used only on the edge paths (computed there from the params, so no
+  // register holds them across the walk). seq_idx never comes with states (the torch layer rejects
+  // it).
+  auto init_b = [&]() -> const T* {
+    if (kSeqIdx || f.initial_states == nullptr) return nullptr;
+    return static_cast<const T*>(f.initial_states) + int64_t(b) * f.init_batch_stride;
+  };
+  const bool want_dinit = !kSeqIdx && p.dinitial_states != nullptr;
+  const bool want_dfin = !kSeqIdx && p.dfinal_states != nullptr;
+  const int64_t c0 = (int64_t(cb) * kWarpSize + lane) * kC - misalignment<T, kC>(xb);
+  const bool whole_c = c0 >= 0 && c0 + kC <= D;
+  // This warp's range [t_begin, t_end), walked from t_end - 1 down to t_lo.
+  const int64_t t_begin = (int64_t(tb) * kWarps + warp) * g.steps;
+  const int64_t t_end = min(t_begin + g.steps, L);
+  const int64_t t_lo = t_begin == 0 && want_dinit ? -kHalo : t_begin;
+  const int n = t_end > t_lo ? int(t_end - t_lo) : 0;
+  // Step s (t = t_end - 1 - s) loads x row t - kHalo (inside the tensor while s < n_x) and dout row
+  // t (while s < n_g); its dx is one store when s < n_g, whole_c and, with dfinal_states, s >= s_fin.
+  auto clamp_n = [&](int64_t v) { return int(min(max(v, int64_t(0)), int64_t(n))); };
+  const int n_x = clamp_n(t_end - kHalo);
+  const int n_g = clamp_n(t_end);
+  const int s_fin = want_dfin ? clamp_n(t_end - (L - kHalo)) : 0;
+
+  float w[kWidth][kC], bias[kC];
+  with_dtype(f.w_dtype, [&](auto tag) {
+    using WT = typename decltype(tag)::type;
+    const WT* wp = static_cast<const WT*>(f.weight);
+    const WT* bp = static_cast<const WT*>(f.bias);
+    static_for<kC>([&](auto e) {
+      const int64_t ch = c0 + e;
+      const bool live = ch >= 0 && ch < D;
+      static_for<kWidth>(
+          [&](auto k) { w[k][e] = live ? to_float(wp[ch * f.weight_c_stride + k * f.weight_w_stride]) : 0.0f; });
+      bias[e] = live && bp != nullptr ? to_float(bp[ch * f.bias_stride]) : 0.0f;
+    });
+  });
+
+  using Row = Packed<T, kC>;
+  auto x_row = [&](int64_t t) {
+    if (t >= 0 && t < L && whole_c) return load_packed<T, kC>(xb + t * f.x_l_stride + c0);
+    return load_row_edge<T, kC, kHalo>(xb, init_b(), L, D, f.x_l_stride, f.init_c_stride, f.init_l_stride, c0, t);
+  };
+  auto g_row = [&](int64_t t) {
+    if (t >= 0 && t < L && whole_c) return load_packed<T, kC>(gb + t * p.dout_l_stride + c0);
+    return load_row_edge<T, kC, kHalo>(gb, nullptr, L, D, p.dout_l_stride, 0, 0, c0, t);
+  };
+  auto seq_at = [&](int64_t t) -> int32_t {
+    if constexpr (kSeqIdx) {
+      return t >= 0 && t < L ? f.seq_idx[int64_t(b) * f.seq_idx_batch_stride + t * f.seq_idx_l_stride] : -1;
+    } else {
+      return 0;
+    }
+  };
+  // dy of channel e from its dout and its kWidth inputs (already masked by seq_idx).
+  auto dy_from = [&](auto e, float gq, const float (&xs)[kWidth]) {
+    float y = bias[e];
+    static_for<kWidth>([&](auto k) { y = fmaf(w[k][e], xs[k], y); });
+    return kSilu ? gq * dsilu(y) : gq;
+  };
+
+  // The window: xw[j] = x row t - kHalo + 1 + j (packed, converted when used), dyw[i] = dy at
+  // t + 1 + i, with their seq ids. First for t = t_end - 1.
+  Row xw[kHalo];
+  int32_t xid[kHalo];
+  float dyw[kHalo][kC];
+  int32_t dyid[kHalo];
+  {
+    Row ahead[kHalo], gah[kHalo];  // x and dout rows t_end .. t_end + kHalo - 1 (zeros past L)
+    int32_t aid[kHalo];
+    static_for<kHalo>([&](auto j) {
+      xw[j] = x_row(t_end - kHalo + j);
+      xid[j] = seq_at(t_end - kHalo + j);
+      ahead[j] = x_row(t_end + j);
+      gah[j] = g_row(t_end + j);
+      aid[j] = seq_at(t_end + j);
+    });
+    // Rows t_end - kHalo .. t_end + kHalo - 1 as one window: r < kHalo from xw, the rest ahead.
+    auto rx = [&](auto r, auto e) -> float {
+      constexpr int kR = decltype(r)::value;
+      if constexpr (kR < kHalo) {
+        return packed_elem<T, decltype(e)::value>(xw[kR]);
+      } else {
+        return packed_elem<T, decltype(e)::value>(ahead[kR - kHalo]);
+      }
+    };
+    auto rid = [&](auto r) -> int32_t {
+      constexpr int kR = decltype(r)::value;
+      if constexpr (kR < kHalo) {
+        return xid[kR];
+      } else {
+        return aid[kR - kHalo];
+      }
+    };
+    static_for<kHalo>([&](auto i) {  // dy at t_end + i: rows t_end + i - kHalo .. t_end + i
+      constexpr int kI = decltype(i)::value;
+      dyid[i] = aid[i];
+      static_for<kC>([&](auto e) {
+        float xs[kWidth];
+        static_for<kWidth>([&](auto k) {
+          constexpr int kR = kI + decltype(k)::value;
+          xs[k] = rx(Idx<kR>{}, e);
+          if constexpr (kSeqIdx) {
+            if (rid(Idx<kR>{}) != aid[kI]) xs[k] = 0.0f;
+          }
+        });
+        float d = dy_from(e, packed_elem<T, decltype(e)::value>(gah[i]), xs);
+        if constexpr (kSeqIdx) {
+          if (aid[kI] < 0) d = 0.0f;  // padding token (or past L: dout is 0 there anyway)
+        }
+        dyw[i][e] = d;
+      });
+    });
+  }
+
+  // The ring: slot j holds step s0 + j's x row t - kHalo and dout row t (and the x row's id).
+  struct Slot {
+    Row x, g;
+    int32_t id;
+  };
+  const T* x_next = xb + (t_end - 1 - kHalo) * f.x_l_stride + c0;  // x row of the next step loaded
+  const T* g_next = gb + (t_end - 1) * p.dout_l_stride + c0;
+  auto load = [&](int s, Slot& sl) {
+    const int64_t t = t_end - 1 - s;
+    sl.x = s < n_x && whole_c ? load_packed<T, kC>(x_next) : x_row(t - kHalo);
+    sl.g = s < n_g && whole_c ? load_packed<T, kC>(g_next) : g_row(t);
+    sl.id = seq_at(t - kHalo);
+    x_next -= f.x_l_stride;
+    g_next -= p.dout_l_stride;
+  };
+  Slot ring[kRing];
+  static_for<kRing>([&](auto j) {
+    if (j < n) load(j, ring[j]);
+  });
+
+  float acc[kWidth + 1][kC] = {};
+  T* dx_row = dxb + (t_end - 1) * p.dx_l_stride + c0;
+  for (int s0 = 0; s0 < n; s0 += kRing) {
+    static_for<kRing>([&](auto j) {
+      const int s = s0 + j;
+      if (s >= n) return;
+      const Slot cur = ring[j];
+      if (s + kRing < n) load(s + kRing, ring[j]);
+      const int32_t id_t = xid[kHalo - 1];  // seq id of row t
+      float dy[kC], o[kC];
+      static_for<kC>([&](auto e) {
+        constexpr int kE = decltype(e)::value;
+        // Inputs x[t - kHalo + k]: k = 0 is the new row, the others the window.
+        float xs[kWidth];
+        static_for<kWidth>([&](auto k) {
+          constexpr int kK = decltype(k)::value;
+          if constexpr (kK == 0) {
+            xs[k] = packed_elem<T, kE>(cur.x);
+            if constexpr (kSeqIdx) {
+              if (cur.id != id_t) xs[k] = 0.0f;
+            }
+          } else {
+            xs[k] = packed_elem<T, kE>(xw[kK - 1]);
+            if constexpr (kSeqIdx) {
+              if (xid[kK - 1] != id_t) xs[k] = 0.0f;
+            }
+          }
+        });
+        float d = dy_from(e, packed_elem<T, kE>(cur.g), xs);
+        if constexpr (kSeqIdx) {
+          if (id_t < 0) d = 0.0f;  // padding token: constant output
+        }
+        dy[kE] = d;
+        acc[kWidth][kE] += d;
+        static_for<kWidth>([&](auto k) { acc[k][kE] = fmaf(d, xs[k], acc[k][kE]); });
+        // dx[t]: outputs t + kHalo - k; k = kHalo is t itself, the others the dy window.
+        float sum = w[kHalo][kE] * d;
+        static_for<kHalo>([&](auto k) {
+          constexpr int kI = kHalo - 1 - decltype(k)::value;  // dy at t + 1 + kI
+          float dv = dyw[kI][kE];
+          if constexpr (kSeqIdx) {
+            if (dyid[kI] != id_t) dv = 0.0f;
+          }
+          sum = fmaf(w[k][kE], dv, sum);
+        });
+        o[kE] = sum;
+      });
+      if (s < n_g && whole_c && s >= s_fin) {
+        if constexpr (kC > 1) {
+          PackedBuilder<T, kC> res;
+          static_for<kC>([&](auto e) { res.template set<decltype(e)::value>(o[e]); });
+          store_packed<output_hint(kTune.nt_store)>(dx_row, res.out);
+        } else {
+          *dx_row = from_float<T>(o[0]);
+        }
+      } else {
+        Floats<kC> ov;
+        static_for<kC>([&](auto e) { ov.v[e] = o[e]; });
+        T* dinit = want_dinit ? static_cast<T*>(p.dinitial_states) + int64_t(b) * p.dinit_batch_stride : nullptr;
+        const T* dfin =
+            want_dfin ? static_cast<const T*>(p.dfinal_states) + int64_t(b) * p.dfinal_batch_stride : nullptr;
+        store_row_edge<T, kC, kHalo>(dxb, p.dx_l_stride, dinit, p.dinit_c_stride, p.dinit_l_stride, dfin,
+                                     p.dfinal_c_stride, p.dfinal_l_stride, L, D, c0, t_end - 1 - s, ov);
+      }
+      dx_row -= p.dx_l_stride;
+      // Slide the windows to t - 1.
+      static_for<kHalo>([&](auto i) {
+        constexpr int kI = kHalo - 1 - decltype(i)::value;  // from the top down
+        if constexpr (kI > 0) {
+          xw[kI] = xw[kI - 1];
+          xid[kI] = xid[kI - 1];
+          static_for<kC>([&](auto e) { dyw[kI][e] = dyw[kI - 1][e]; });
+          dyid[kI] = dyid[kI - 1];
+        } else {
+          xw[0] = cur.x;
+          xid[0] = cur.id;
+          static_for<kC>([&](auto e) { dyw[0][e] = dy[e]; });
+          dyid[0] = id_t;
+        }
+      });
+    });
+  }
+
+  // One partial per block and channel: the other warps' sums meet warp 0's in LDS, added in warp
+  // order (deterministic).
+  if (warp > 0) {
+    static_for<kWidth + 1>([&](auto k) { static_for<kC>([&](auto e) { red[warp - 1][k][e][lane] = acc[k][e]; }); });
+  }
+  __syncthreads();
+  if (warp != 0) return;
+  for (int v = 0; v < kWarps - 1; ++v) {
+    static_for<kWidth + 1>([&](auto k) { static_for<kC>([&](auto e) { acc[k][e] += red[v][k][e][lane]; }); });
+  }
+  static_for<kC>([&](auto e) {
+    const int64_t ch = c0 + e;
+    if (ch < 0 || ch >= D) return;
+    float total[kWidth + 1];
+    static_for<kWidth + 1>([&](auto k) { total[k] = acc[k][e]; });
+    emit_partial<kWidth>(p, int64_t(b) * g.tblocks + tb, ch, total);
+  });
+}
+
+}  // namespace
+
+BwdClGrid bwd_cl_grid(const BwdParams& p, const DeviceDesc& dev) {
+  const FwdParams& f = p.f;
+  const BwdClTuning tune = bwd_cl_tuning(dev.family);
+  const int es = dtype_size(f.x_dtype);
+  const int kc_full = kBwdClBytes / es;
+  // Vectors need one channel peel valid for every (batch, time) row of x, dout and dx: the same
+  // misalignment, and batch / time strides that are multiples of the vector.
+  const bool vec =
+      same_vector_phase(f.x, p.dout, es, kc_full, {f.x_batch_stride, f.x_l_stride},
+                        {p.dout_batch_stride, p.dout_l_stride}) &&
+      same_vector_phase(f.x, p.dx, es, kc_full, {f.x_batch_stride, f.x_l_stride}, {p.dx_batch_stride, p.dx_l_stride}) &&
+      multiple_of(f.x_batch_stride, kc_full) && multiple_of(f.x_l_stride, kc_full);
+  const bool aligned = vec && reinterpret_cast<uintptr_t>(f.x) % (es * kc_full) == 0;
+  BwdClGrid g{};
+  g.kc = vec ? kc_full : 1;
+  const int wave = dev.wave_size;
+  const int warps = tune.threads / wave;
+  const int64_t span = f.dim + (g.kc > 1 && !aligned ? g.kc - 1 : 0);
+  const int64_t groups = (span + g.kc - 1) / g.kc;
+  const int64_t cblocks = (groups + wave - 1) / wave;
+  // The longest ranges that still give every CU min_blocks_per_cu blocks (short rows and small
+  // batches otherwise leave most of the device idle); at least 16 steps a range.
+  int64_t steps = tune.max_steps;
+  auto tblocks = [&](int64_t st) { return std::max<int64_t>(1, (f.seqlen + st * warps - 1) / (st * warps)); };
+  while (steps > 16 && f.batch * cblocks * tblocks(steps) < int64_t(tune.min_blocks_per_cu) * dev.cu_count) steps /= 2;
+  g.cblocks = static_cast<uint32_t>(std::min<int64_t>(cblocks, UINT32_MAX));
+  g.tblocks = static_cast<uint32_t>(std::min<int64_t>(tblocks(steps), UINT32_MAX));
+  g.steps = static_cast<int32_t>(steps);
+  g.blocks = f.batch * tblocks(steps) * cblocks;
+  g.slots = f.batch * tblocks(steps);
+  return g;
+}
+
+int launch_bwd_channel_last(const BwdParams& p, const DeviceDesc& dev, Stream stream) {
+  const FwdParams& f = p.f;
+  const BwdClTuning tune = bwd_cl_tuning(dev.family);
+  const BwdClGrid g = bwd_cl_grid(p, dev);
+  if (g.blocks > INT_MAX) return kErrInvalidParams;
+  return dispatch_dtype(f.x_dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return dispatch_width(f.width, [&](auto W) {
+      return dispatch_bool(g.kc > 1, [&](auto V) {
+        constexpr int kC = decltype(V)::value ? kBwdClVec<T> : 1;
+        return dispatch_bool(f.silu, [&](auto S) {
+          return dispatch_bool(f.seq_idx != nullptr, [&](auto Q) {
+            bwd_channel_last_kernel<T, decltype(W)::value, kC, decltype(S)::value, decltype(Q)::value>
+                <<<static_cast<unsigned>(g.blocks), tune.threads, 0, stream>>>(p, g);
+            return launch_status();
+          });
+        });
+      });
+    });
+  });
+}
+
+}  // namespace causal_conv1d::gpu

@@ -1,0 +1,79 @@
+// Shared by the backward kernel files (bwd_channel_first.hip, bwd_channel_last.hip, bwd.hip): the
+// math, where dweight/dbias partials go, and each layout's launch geometry.
+//
+//   y[t]   = bias + sum_k w[k] x[t - (W-1) + k]        (recomputed; taps masked by seq_idx)
+//   dy[t]  = dout[t] * silu'(y[t])   (or dout[t]); 0 at padding tokens (seq_idx < 0, output 0)
+//   dx[s]  = sum_k w[k] dy[s + (W-1) - k]   (+ dfinal for the last W-1 positions of [init, x])
+//   dw[k] += sum_t dy[t] x[t - (W-1) + k],   db += sum_t dy[t]
+//
+// dx at the W-1 positions before t = 0 is dinitial_states: the kernels compute it like any dx
+// (dout is 0 there, so dy is too) and store it there instead.
+#pragma once
+
+#include <cstdint>
+
+#include "causal_conv1d/gpu.h"
+#include "kernel_utils.h"
+#include "tuning.h"
+
+namespace causal_conv1d::gpu {
+
+// silu'(y) = sigmoid(y) (1 + y (1 - sigmoid(y))). The exponential and a reciprocal to ~2 ulp: dy
+// feeds fp32 dweight sums, so the tanh form (2^-11 relative) of the forward is not used here.
+__device__ __forceinline__ float dsilu(float y) {
+  const float sig = fast_div(1.0f, 1.0f + __expf(-y));
+  return sig * fmaf(y, 1.0f - sig, 1.0f);
+}
+
+// Floats passed by value to an out-of-line edge function (an array's address would force it out of
+// registers).
+template <int N>
+struct Floats {
+  float v[N];
+};
+
+// One dweight/dbias partial (sums over a strip or a block's time range) of channel ch: added with
+// float atomics (default mode), or stored in slot `slot` of the workspace, which bwd_reduce_kernel
+// sums in a fixed order (deterministic mode: the same bits on every run).
+template <int kWidth>
+__device__ __forceinline__ void emit_partial(const BwdParams& p, int64_t slot, int64_t ch,
+                                             const float (&acc)[kWidth + 1]) {
+  if (p.deterministic) {
+    float* dst = p.workspace + (slot * p.f.dim + ch) * (kWidth + 1);
+    static_for<kWidth + 1>([&](auto k) { dst[k] = acc[k]; });
+  } else {
+    static_for<kWidth>(
+        [&](auto k) { atomic_add(p.dweight + ch * p.dweight_c_stride + k * p.dweight_w_stride, acc[k]); });
+    if (p.dbias != nullptr) atomic_add(p.dbias + ch * p.dbias_stride, acc[kWidth]);
+  }
+}
+
+// Launch geometry of the channel-first backward (bwd_cf_grid): the launcher and the workspace size
+// both take it from that one function.
+struct BwdCfGrid {
+  int kv;                   // elements per vector (1: the element path)
+  bool aligned;             // every row starts on a vector boundary (no peeled first vector)
+  bool seq_vec;             // seq_idx rows can be read as vectors beside the data's
+  uint32_t dim;             // rows are (batch, channel): row = b * dim + c
+  uint32_t strips_per_row;  // strips of one row; partial slot of strip s of batch b: b * strips_per_row + s
+  uint32_t total_strips;    // batch * dim * strips_per_row
+  int32_t iters;            // warp iterations per strip (a row's last strip may have fewer)
+  int64_t blocks;           // grid size
+  int64_t slots;            // dweight/dbias partials per channel: batch * strips_per_row
+};
+BwdCfGrid bwd_cf_grid(const BwdParams& p, const DeviceDesc& dev);
+int launch_bwd_channel_first(const BwdParams& p, const DeviceDesc& dev, Stream stream);
+
+// Launch geometry of the channel-last backward (bwd_cl_grid).
+struct BwdClGrid {
+  int kc;            // channels per thread (1: the element path)
+  uint32_t cblocks;  // channel blocks of one warp's groups
+  uint32_t tblocks;  // time blocks of (threads / wave) ranges of `steps`
+  int32_t steps;     // time steps per warp
+  int64_t blocks;    // grid size: batch * tblocks * cblocks
+  int64_t slots;     // dweight/dbias partials per channel: batch * tblocks
+};
+BwdClGrid bwd_cl_grid(const BwdParams& p, const DeviceDesc& dev);
+int launch_bwd_channel_last(const BwdParams& p, const DeviceDesc& dev, Stream stream);
+
+}  // namespace causal_conv1d::gpu
