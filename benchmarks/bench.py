@@ -113,7 +113,9 @@ class Bench:
                          self.cc.causal_conv1d_fwd(x, w, b, seq, init, out, fin, True))
         self.add("fwd", layout, dtype, shape, width, time_calls(calls, self.reps), nbytes, variant)
 
-    def bwd(self, shape, layout, dtype, deterministic, width=4):
+    def bwd(self, shape, layout, dtype, deterministic, width=4, variant=""):
+        """variant: "" | "seq_idx" (8 packed sequences a row) | "states" (initial_states in, dfinal_states
+        in, dinitial_states out)."""
         batch, dim, seqlen = shape
         dt = DTYPES[dtype]
         nbytes = 3 * batch * dim * seqlen * esize(dt)
@@ -121,20 +123,27 @@ class Bench:
         b = torch.randn(dim, device="cuda", dtype=dt)
         dw = torch.zeros(dim, width, device="cuda")
         db = torch.zeros(dim, device="cuda")
+        seq = None
+        if variant == "seq_idx":
+            seq = (torch.arange(seqlen, device="cuda", dtype=torch.int32) * 8 // seqlen).expand(batch, seqlen).contiguous()
         calls = []
         for _ in range(self.sets(nbytes)):
             if layout == "cl":
                 x, dout, dx = (torch.randn(batch, seqlen, dim, device="cuda", dtype=dt).transpose(1, 2) for _ in range(3))
             else:
                 x, dout, dx = (torch.randn(batch, dim, seqlen, device="cuda", dtype=dt) for _ in range(3))
-            calls.append(lambda x=x, dout=dout, dx=dx:
-                         self.cc.causal_conv1d_bwd(x, w, b, dout, None, None, None, dx, dw, db, None, True))
+            init = dfin = dinit = None
+            if variant == "states":
+                init, dfin, dinit = (torch.randn(batch, width - 1, dim, device="cuda", dtype=dt).transpose(1, 2)
+                                     for _ in range(3))
+            calls.append(lambda x=x, dout=dout, dx=dx, init=init, dfin=dfin, dinit=dinit:
+                         self.cc.causal_conv1d_bwd(x, w, b, dout, seq, init, dfin, dx, dw, db, dinit, True))
         os.environ["CAUSAL_CONV1D_DETERMINISTIC"] = "1" if deterministic else "0"
         try:
             t = time_calls(calls, max(10, self.reps // 2))
         finally:
             del os.environ["CAUSAL_CONV1D_DETERMINISTIC"]
-        self.add("bwd", layout, dtype, shape, width, t, nbytes, "deterministic" if deterministic else "")
+        self.add("bwd", layout, dtype, shape, width, t, nbytes, "deterministic" if deterministic else variant)
 
     def update_graph(self, batch, dim=8192, dtype="bf16", width=4):
         """Kernel time per update from replays of a CUDA graph of many updates (no launch gaps)."""
@@ -216,10 +225,14 @@ def run_all(bench, only, quick):
             for variant in ("seq_idx", "states"):
                 safe(bench.fwd, (8, 4096, 4096), layout, "bf16", 4, variant)
     if only in ("all", "bwd"):
+        for dtype in dtypes:
+            for layout in ("cf", "cl"):
+                for shape in LARGE + ([(2, 8192, 1024), (1, 4096, 256)] if dtype == "bf16" else []):
+                    safe(bench.bwd, shape, layout, dtype, False)
         for layout in ("cf", "cl"):
-            for shape in LARGE + [(2, 8192, 1024), (1, 4096, 256)]:
-                safe(bench.bwd, shape, layout, "bf16", False)
             safe(bench.bwd, (8, 4096, 4096), layout, "bf16", True)
+            for variant in ("seq_idx", "states"):
+                safe(bench.bwd, (8, 4096, 4096), layout, "bf16", False, 4, variant)
     if only in ("all", "update"):
         for batch in UPDATE_BATCHES:
             safe(bench.update_graph, batch)

@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""One op on one shape, a few times: the target for a profiler on the GPU machine.
+
+    ncu --clock-control none -k regex:bwd --launch-skip 2 --launch-count 1 \\
+        python3 benchmarks/one_call.py bwd cl 8 4096 4096
+    PYTHONPATH=/tmp/upstream ncu ... python3 benchmarks/one_call.py bwd cl 8 4096 4096   # the peer
+
+Drives `causal_conv1d_cuda` (ours, or whichever is first on the path) with bf16, width 4, SiLU and
+bias unless --dtype / --width say otherwise, and prints which module ran.
+"""
+
+import argparse
+
+import torch
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("op", choices=["fwd", "bwd"])
+    ap.add_argument("layout", choices=["cf", "cl"])
+    ap.add_argument("shape", type=int, nargs=3, metavar=("BATCH", "DIM", "SEQLEN"))
+    ap.add_argument("--dtype", choices=list(DTYPES), default="bf16")
+    ap.add_argument("--width", type=int, default=4)
+    ap.add_argument("--calls", type=int, default=4)
+    args = ap.parse_args()
+    import causal_conv1d_cuda as cc
+
+    b, d, l = args.shape
+    dt = DTYPES[args.dtype]
+
+    def make():
+        if args.layout == "cl":
+            return torch.randn(b, l, d, device="cuda", dtype=dt).transpose(1, 2)
+        return torch.randn(b, d, l, device="cuda", dtype=dt)
+
+    x, dout, out = make(), make(), make()
+    w = torch.randn(d, args.width, device="cuda", dtype=dt)
+    bias = torch.randn(d, device="cuda", dtype=dt)
+    dw = torch.zeros(d, args.width, device="cuda")
+    db = torch.zeros(d, device="cuda")
+    for _ in range(args.calls):
+        if args.op == "fwd":
+            cc.causal_conv1d_fwd(x, w, bias, None, None, out, None, True)
+        else:
+            cc.causal_conv1d_bwd(x, w, bias, dout, None, None, None, out, dw, db, None, True)
+    torch.cuda.synchronize()
+    print(f"{args.op} {args.layout} {args.dtype} {tuple(args.shape)} x{args.calls} with {cc.__file__}")
+
+
+if __name__ == "__main__":
+    main()
