@@ -23,6 +23,12 @@
 //
 // dinitial_states: the strip holding position 0 walks one more iteration (positions < 0, where
 // dout is 0 and x is initial_states) and stores its dx at positions -(W-1) .. -1 there.
+//
+// The hot loop has no edge code: the iterations whose vectors are all whole (for every lane, so the
+// choice is warp-uniform around the shuffles) run with the ring and plain vector accesses; the few
+// others (a row's first and last vectors, the dinitial_states iteration, vectors that dfinal_states
+// adds to) run one at a time through the element-wise paths. Edge code in the loop cost registers
+// and, on NVIDIA, register saves around the out-of-line edge calls.
 #include <algorithm>
 #include <climits>
 
@@ -104,14 +110,11 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   const int it_hi = n_it - 1;
   const int64_t qbase = (vec0 + lane) * kV - m;  // this lane's first position
   // Room left in the row after qbase, saturated to 32 bits (a strip spans a few thousand
-  // elements): the vector of iteration `it` is whole when it lies inside [0, L); its dx is one
-  // store when it also stays clear of the positions dfinal_states adds to.
+  // elements): the vector of iteration `it` is whole when it lies inside [0, L).
   const int64_t room64 = L - qbase;
   const int32_t room = room64 > INT_MAX ? INT_MAX : int32_t(room64);
-  const int32_t room_st = want_dfin ? room - kHalo : room;
   auto inside = [&](int it) { return it > 0 || (it == 0 && qbase >= 0); };
   auto whole = [&](int it) { return inside(it) && it * kStep + kV <= room; };
-  auto whole_store = [&](int it) { return inside(it) && it * kStep + kV <= room_st; };
 
   float w[kWidth], bias = 0.0f;
   with_dtype(f.w_dtype, [&](auto tag) {
@@ -134,25 +137,8 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
     Packed<T, kHalo> hx;
     int32_t ids[kIds], hids[kHIds];
   };
-  auto load = [&](int it, Slot& s) {
-    const int64_t q0 = qbase + int64_t(it) * kStep;
-    const bool full = whole(it);
-    if (full) {
-      s.x = load_packed<T, kV>(x + q0);
-      s.g = load_packed<T, kV>(dout + q0);
-    } else {
-      s.x = load_edge<T, kV, kHalo>(x, L, init_row(), f.init_l_stride, q0);
-      s.g = load_edge<T, kV, kHalo>(dout, L, nullptr, 0, q0);
-    }
-    constexpr int kPer = Packed<T, kHalo>::kPerWord;
-    static_for<Packed<T, kHalo>::kWords>([&](auto i) { s.hx.w[i] = 0; });
-    if (lane < kDMax) {
-      const bool inner = full && q0 >= kHalo;
-      static_for<kHalo>([&](auto i) {
-        const T v = inner ? x[q0 - kHalo + i] : input(q0 - kHalo + i);
-        s.hx.w[i / kPer] |= elem_word<T, decltype(i)::value % kPer>(v);
-      });
-    }
+  // The ids of the vector at q0 (and of the halo, lanes < kDMax); `full`: the vector is whole.
+  auto load_ids = [&](Slot& s, int64_t q0, bool full) {
     if constexpr (kSeqIdx) {
       bool done = false;
       if constexpr (kV == 4 || kV == 2) {
@@ -166,6 +152,37 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
       if (!done) static_for<kV>([&](auto e) { s.ids[e] = seq_at(q0 + e); });
       static_for<kHalo>([&](auto i) { s.hids[i] = lane < kDMax ? seq_at(q0 - kHalo + i) : -1; });
     }
+  };
+  constexpr int kHPer = Packed<T, kHalo>::kPerWord;
+  // Any iteration, element by element where a vector is not whole.
+  auto load = [&](int it, Slot& s) CC_INLINE_LAMBDA {
+    const int64_t q0 = qbase + int64_t(it) * kStep;
+    const bool full = whole(it);
+    if (full) {
+      s.x = load_packed<T, kV>(x + q0);
+      s.g = load_packed<T, kV>(dout + q0);
+    } else {
+      s.x = load_edge<T, kV, kHalo>(x, L, init_row(), f.init_l_stride, q0);
+      s.g = load_edge<T, kV, kHalo>(dout, L, nullptr, 0, q0);
+    }
+    static_for<Packed<T, kHalo>::kWords>([&](auto i) { s.hx.w[i] = 0; });
+    if (lane < kDMax) {
+      static_for<kHalo>(
+          [&](auto i) { s.hx.w[i / kHPer] |= elem_word<T, decltype(i)::value % kHPer>(input(q0 - kHalo + i)); });
+    }
+    load_ids(s, q0, full);
+  };
+  // An iteration of the fast range: every vector whole and every halo inside the row.
+  auto load_fast = [&](int it, Slot& s) CC_INLINE_LAMBDA {
+    const int64_t q0 = qbase + int64_t(it) * kStep;
+    s.x = load_packed<T, kV>(x + q0);
+    s.g = load_packed<T, kV>(dout + q0);
+    static_for<Packed<T, kHalo>::kWords>([&](auto i) { s.hx.w[i] = 0; });
+    if (lane < kDMax) {
+      static_for<kHalo>(
+          [&](auto i) { s.hx.w[i / kHPer] |= elem_word<T, decltype(i)::value % kHPer>(x[q0 - kHalo + i]); });
+    }
+    load_ids(s, q0, true);
   };
 
   // The dy halo after each lane's vector: element i (position q0 + kV + i) is element i % kV of
@@ -191,9 +208,10 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   });
 
   float acc[kWidth + 1] = {};  // dweight[0..W-1], dbias terms of this lane's positions
-  // kEdge: the iteration's dx is not one whole store (store_dx_edge takes floats); a separate
-  // instantiation, so the common path holds only the packed result.
-  auto process = [&](auto edge, int it, const Slot& cur) {
+  // kEdge: the iteration's dx may not be one whole store (store_dx_edge takes floats); a separate
+  // instantiation, so the fast path holds only the packed result. The choice is warp-uniform
+  // (the shuffles inside need every lane).
+  auto process = [&](auto edge, int it, const Slot& cur) CC_INLINE_LAMBDA {
     constexpr bool kEdge = decltype(edge)::value;
     // The x halo (positions q0 - kHalo .. q0 - 1): from the lane kD back, or loaded (lanes < kD).
     float hal[kHalo];
@@ -325,26 +343,41 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
     }
   };
 
-  // The ring: ring[j] holds walk step r0 + j (iteration it_hi - r0 - j); its next load (kRing
-  // steps later) is issued before it is computed. Static indices keep the ring in registers.
-  const int steps = it_hi - it_lo + 1;
-  Slot ring[kRing];
-  static_for<kRing>([&](auto j) {
-    if (j < steps) load(it_hi - j, ring[j]);
-  });
-  for (int r0 = 0; r0 < steps; r0 += kRing) {
+  // The walk, from it_hi down to it_lo. The fast range [lo_fast, hi_fast] is where every lane's
+  // vector is whole, its dx one store and lane 0's halo inside the row (bounds from lane 0's start
+  // and the last lane's room, so the whole warp agrees); it runs with `ring` iterations loaded
+  // ahead and no edge code. The iterations above it (a row's last) and below it (a row's first,
+  // the dinitial_states one) run one at a time through the edge paths.
+  const int64_t qbase0 = vec0 * kV - m;
+  const int64_t room_last = L - (qbase0 + int64_t(kWarpSize - 1) * kV) - (want_dfin ? kHalo : 0);
+  int hi_fast = room_last < kV ? -1 : int(min((room_last - kV) / kStep, int64_t(it_hi)));
+  int lo_fast = max(qbase0 >= kHalo ? 0 : 1, it_lo);
+  if (lo_fast > hi_fast) lo_fast = it_lo, hi_fast = it_lo - 1;  // no fast range
+  auto generic = [&](int from, int to) CC_INLINE_LAMBDA {
+    for (int it = from; it >= to; --it) {
+      Slot cur;
+      load(it, cur);
+      process(BoolC<true>{}, it, cur);
+    }
+  };
+  generic(it_hi, hi_fast + 1);
+  {
+    const int n_fast = hi_fast - lo_fast + 1;
+    Slot ring[kRing];
     static_for<kRing>([&](auto j) {
-      const int r = r0 + j;
-      if (r >= steps) return;  // warp-uniform
-      const Slot cur = ring[j];
-      if (r + kRing < steps) load(it_hi - r - kRing, ring[j]);
-      if (whole_store(it_hi - r)) {
-        process(BoolC<false>{}, it_hi - r, cur);
-      } else {
-        process(BoolC<true>{}, it_hi - r, cur);
-      }
+      if (j < n_fast) load_fast(hi_fast - j, ring[j]);
     });
+    for (int r0 = 0; r0 < n_fast; r0 += kRing) {
+      static_for<kRing>([&](auto j) {
+        const int r = r0 + j;
+        if (r >= n_fast) return;  // warp-uniform
+        const Slot cur = ring[j];
+        if (r + kRing < n_fast) load_fast(hi_fast - r - kRing, ring[j]);
+        process(BoolC<false>{}, hi_fast - r, cur);
+      });
+    }
   }
+  generic(lo_fast - 1, it_lo);
 
   // One partial per strip: the warp's sums (a fixed butterfly order, so deterministic).
   static_for<kWidth + 1>([&](auto k) {

@@ -18,6 +18,10 @@
 // dinitial_states: the range starting at t = 0 walks W-1 more steps (t < 0, where dout is 0 and
 // x is initial_states), whose dx is dinitial_states.
 //
+// The steps whose rows and store are all whole run with the ring and no edge code; the rest (rows
+// that dfinal_states adds to, x rows before t = 0, the dinitial_states steps, channels past dim)
+// run one at a time through the element-wise paths.
+//
 // The vector path needs x, dout and dx to share their alignment and batch / time strides that are
 // multiples of kC (one peel of m channels then fits every row); otherwise kC = 1.
 #include <algorithm>
@@ -196,108 +200,142 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
     });
   }
 
-  // The ring: slot j holds step s0 + j's x row t - kHalo and dout row t (and the x row's id).
+  // What a step reads: x row t - kHalo and dout row t (and the x row's seq id).
   struct Slot {
     Row x, g;
     int32_t id;
   };
-  const T* x_next = xb + (t_end - 1 - kHalo) * f.x_l_stride + c0;  // x row of the next step loaded
-  const T* g_next = gb + (t_end - 1) * p.dout_l_stride + c0;
-  auto load = [&](int s, Slot& sl) {
-    const int64_t t = t_end - 1 - s;
-    sl.x = s < n_x && whole_c ? load_packed<T, kC>(x_next) : x_row(t - kHalo);
-    sl.g = s < n_g && whole_c ? load_packed<T, kC>(g_next) : g_row(t);
-    sl.id = seq_at(t - kHalo);
-    x_next -= f.x_l_stride;
-    g_next -= p.dout_l_stride;
-  };
-  Slot ring[kRing];
-  static_for<kRing>([&](auto j) {
-    if (j < n) load(j, ring[j]);
-  });
-
   float acc[kWidth + 1][kC] = {};
-  T* dx_row = dxb + (t_end - 1) * p.dx_l_stride + c0;
-  for (int s0 = 0; s0 < n; s0 += kRing) {
-    static_for<kRing>([&](auto j) {
-      const int s = s0 + j;
-      if (s >= n) return;
-      const Slot cur = ring[j];
-      if (s + kRing < n) load(s + kRing, ring[j]);
-      const int32_t id_t = xid[kHalo - 1];  // seq id of row t
-      float dy[kC], o[kC];
-      static_for<kC>([&](auto e) {
-        constexpr int kE = decltype(e)::value;
-        // Inputs x[t - kHalo + k]: k = 0 is the new row, the others the window.
-        float xs[kWidth];
-        static_for<kWidth>([&](auto k) {
-          constexpr int kK = decltype(k)::value;
-          if constexpr (kK == 0) {
-            xs[k] = packed_elem<T, kE>(cur.x);
-            if constexpr (kSeqIdx) {
-              if (cur.id != id_t) xs[k] = 0.0f;
-            }
-          } else {
-            xs[k] = packed_elem<T, kE>(xw[kK - 1]);
-            if constexpr (kSeqIdx) {
-              if (xid[kK - 1] != id_t) xs[k] = 0.0f;
-            }
-          }
-        });
-        float d = dy_from(e, packed_elem<T, kE>(cur.g), xs);
-        if constexpr (kSeqIdx) {
-          if (id_t < 0) d = 0.0f;  // padding token: constant output
-        }
-        dy[kE] = d;
-        acc[kWidth][kE] += d;
-        static_for<kWidth>([&](auto k) { acc[k][kE] = fmaf(d, xs[k], acc[k][kE]); });
-        // dx[t]: outputs t + kHalo - k; k = kHalo is t itself, the others the dy window.
-        float sum = w[kHalo][kE] * d;
-        static_for<kHalo>([&](auto k) {
-          constexpr int kI = kHalo - 1 - decltype(k)::value;  // dy at t + 1 + kI
-          float dv = dyw[kI][kE];
+  // Step s (t = t_end - 1 - s) from its rows. kEdge: its dx may not be one whole store (channels
+  // past dim, dinitial_states rows, dfinal_states rows): a separate instantiation, so the fast loop
+  // below holds no edge state and makes no calls.
+  auto step = [&](auto edge, int s, const Slot& cur, T* dx_row) CC_INLINE_LAMBDA {
+    constexpr bool kEdge = decltype(edge)::value;
+    const int32_t id_t = xid[kHalo - 1];  // seq id of row t
+    float dy[kC], o[kC];
+    PackedBuilder<T, kC> res;
+    static_for<kC>([&](auto e) {
+      constexpr int kE = decltype(e)::value;
+      // Inputs x[t - kHalo + k]: k = 0 is the new row, the others the window.
+      float xs[kWidth];
+      static_for<kWidth>([&](auto k) {
+        constexpr int kK = decltype(k)::value;
+        if constexpr (kK == 0) {
+          xs[k] = packed_elem<T, kE>(cur.x);
           if constexpr (kSeqIdx) {
-            if (dyid[kI] != id_t) dv = 0.0f;
+            if (cur.id != id_t) xs[k] = 0.0f;
           }
-          sum = fmaf(w[k][kE], dv, sum);
-        });
-        o[kE] = sum;
-      });
-      if (s < n_g && whole_c && s >= s_fin) {
-        if constexpr (kC > 1) {
-          PackedBuilder<T, kC> res;
-          static_for<kC>([&](auto e) { res.template set<decltype(e)::value>(o[e]); });
-          store_packed<output_hint(kTune.nt_store)>(dx_row, res.out);
         } else {
-          *dx_row = from_float<T>(o[0]);
+          xs[k] = packed_elem<T, kE>(xw[kK - 1]);
+          if constexpr (kSeqIdx) {
+            if (xid[kK - 1] != id_t) xs[k] = 0.0f;
+          }
         }
-      } else {
-        Floats<kC> ov;
-        static_for<kC>([&](auto e) { ov.v[e] = o[e]; });
-        T* dinit = want_dinit ? static_cast<T*>(p.dinitial_states) + int64_t(b) * p.dinit_batch_stride : nullptr;
-        const T* dfin =
-            want_dfin ? static_cast<const T*>(p.dfinal_states) + int64_t(b) * p.dfinal_batch_stride : nullptr;
-        store_row_edge<T, kC, kHalo>(dxb, p.dx_l_stride, dinit, p.dinit_c_stride, p.dinit_l_stride, dfin,
-                                     p.dfinal_c_stride, p.dfinal_l_stride, L, D, c0, t_end - 1 - s, ov);
+      });
+      float d = dy_from(e, packed_elem<T, kE>(cur.g), xs);
+      if constexpr (kSeqIdx) {
+        if (id_t < 0) d = 0.0f;  // padding token: constant output
       }
-      dx_row -= p.dx_l_stride;
-      // Slide the windows to t - 1.
-      static_for<kHalo>([&](auto i) {
-        constexpr int kI = kHalo - 1 - decltype(i)::value;  // from the top down
-        if constexpr (kI > 0) {
-          xw[kI] = xw[kI - 1];
-          xid[kI] = xid[kI - 1];
-          static_for<kC>([&](auto e) { dyw[kI][e] = dyw[kI - 1][e]; });
-          dyid[kI] = dyid[kI - 1];
-        } else {
-          xw[0] = cur.x;
-          xid[0] = cur.id;
-          static_for<kC>([&](auto e) { dyw[0][e] = dy[e]; });
-          dyid[0] = id_t;
+      dy[kE] = d;
+      acc[kWidth][kE] += d;
+      static_for<kWidth>([&](auto k) { acc[k][kE] = fmaf(d, xs[k], acc[k][kE]); });
+      // dx[t]: outputs t + kHalo - k; k = kHalo is t itself, the others the dy window.
+      float sum = w[kHalo][kE] * d;
+      static_for<kHalo>([&](auto k) {
+        constexpr int kI = kHalo - 1 - decltype(k)::value;  // dy at t + 1 + kI
+        float dv = dyw[kI][kE];
+        if constexpr (kSeqIdx) {
+          if (dyid[kI] != id_t) dv = 0.0f;
         }
+        sum = fmaf(w[k][kE], dv, sum);
       });
+      if constexpr (kEdge) {
+        o[kE] = sum;
+      } else {
+        res.template set<kE>(sum);
+      }
     });
+    if constexpr (!kEdge) {
+      if constexpr (kC > 1) {
+        store_packed<output_hint(kTune.nt_store)>(dx_row, res.out);
+      } else {
+        *dx_row = packed_raw<T, 0>(res.out);
+      }
+    } else if (s < n_g && whole_c && s >= s_fin) {
+      if constexpr (kC > 1) {
+        static_for<kC>([&](auto e) { res.template set<decltype(e)::value>(o[e]); });
+        store_packed<output_hint(kTune.nt_store)>(dx_row, res.out);
+      } else {
+        *dx_row = from_float<T>(o[0]);
+      }
+    } else {
+      Floats<kC> ov;
+      static_for<kC>([&](auto e) { ov.v[e] = o[e]; });
+      T* dinit = want_dinit ? static_cast<T*>(p.dinitial_states) + int64_t(b) * p.dinit_batch_stride : nullptr;
+      const T* dfin = want_dfin ? static_cast<const T*>(p.dfinal_states) + int64_t(b) * p.dfinal_batch_stride : nullptr;
+      store_row_edge<T, kC, kHalo>(dxb, p.dx_l_stride, dinit, p.dinit_c_stride, p.dinit_l_stride, dfin,
+                                   p.dfinal_c_stride, p.dfinal_l_stride, L, D, c0, t_end - 1 - s, ov);
+    }
+    // Slide the windows to t - 1.
+    static_for<kHalo>([&](auto i) {
+      constexpr int kI = kHalo - 1 - decltype(i)::value;  // from the top down
+      if constexpr (kI > 0) {
+        xw[kI] = xw[kI - 1];
+        xid[kI] = xid[kI - 1];
+        static_for<kC>([&](auto e) { dyw[kI][e] = dyw[kI - 1][e]; });
+        dyid[kI] = dyid[kI - 1];
+      } else {
+        xw[0] = cur.x;
+        xid[0] = cur.id;
+        static_for<kC>([&](auto e) { dyw[0][e] = dy[e]; });
+        dyid[0] = id_t;
+      }
+    });
+  };
+  auto dx_at = [&](int s) { return dxb + (t_end - 1 - s) * p.dx_l_stride + c0; };
+  // Steps with an edge (any row or store that is not whole), one at a time.
+  auto generic = [&](int s_begin, int s_stop) CC_INLINE_LAMBDA {
+    for (int s = s_begin; s < s_stop; ++s) {
+      const int64_t t = t_end - 1 - s;
+      const Slot cur{x_row(t - kHalo), g_row(t), seq_at(t - kHalo)};
+      step(BoolC<true>{}, s, cur, dx_at(s));
+    }
+  };
+  // The walk: steps [0, s_a) (dfinal_states rows) and [s_b, n) (x rows before 0, dinitial_states)
+  // are generic; [s_a, s_b) loads and stores whole rows only, with `ring` steps loaded ahead.
+  const int s_a = s_fin;
+  const int s_b = whole_c ? max(n_x, s_a) : s_a;
+  generic(0, s_a);
+  {
+    const int m = s_b - s_a;
+    const T* x_next = xb + (t_end - 1 - kHalo - s_a) * f.x_l_stride + c0;  // x row of the next load
+    const T* g_next = gb + (t_end - 1 - s_a) * p.dout_l_stride + c0;
+    T* dx_row = dx_at(s_a);
+    int64_t t_next = t_end - 1 - s_a;  // dout row of the next load (for its seq id)
+    auto load = [&](Slot& sl) {
+      sl.x = load_packed<T, kC>(x_next);
+      sl.g = load_packed<T, kC>(g_next);
+      sl.id = seq_at(t_next - kHalo);
+      x_next -= f.x_l_stride;
+      g_next -= p.dout_l_stride;
+      --t_next;
+    };
+    Slot ring[kRing];
+    static_for<kRing>([&](auto j) {
+      if (j < m) load(ring[j]);
+    });
+    for (int r0 = 0; r0 < m; r0 += kRing) {
+      static_for<kRing>([&](auto j) {
+        const int r = r0 + j;
+        if (r >= m) return;
+        const Slot cur = ring[j];
+        if (r + kRing < m) load(ring[j]);
+        step(BoolC<false>{}, s_a + r, cur, dx_row);
+        dx_row -= p.dx_l_stride;
+      });
+    }
   }
+  generic(s_b, n);
 
   // One partial per block and channel: the other warps' sums meet warp 0's in LDS, added in warp
   // order (deterministic).

@@ -83,6 +83,15 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
 #define CC_EDGE_FN __device__ __forceinline__
 #endif
 
+// Marks a lambda that must be inlined where it is called from more than one place: clang for AMD
+// may otherwise outline it, and every local the lambda references then moves to scratch memory
+// (seen on gfx1201: 896 bytes a lane in the backward). nvcc inlines such lambdas anyway.
+#if defined(CAUSAL_CONV1D_USE_HIP)
+#define CC_INLINE_LAMBDA __attribute__((always_inline))
+#else
+#define CC_INLINE_LAMBDA
+#endif
+
 // One vocabulary for moving data between registers and global memory: runs of 32-bit words.
 //  - load_run / store_run move kBytes (a multiple of 4) in the widest aligned accesses (16, 8 or
 //    4 bytes); a StoreHint says how a store treats the caches.

@@ -130,24 +130,24 @@ struct BwdCfTuning {
 
 __host__ __device__ constexpr BwdCfTuning bwd_cf_tuning(ArchFamily f) {
   switch (f) {
-    // Latency-bound at the occupancy its registers allow (ncu at (8, 4096, 4096) bf16: 96
-    // registers, 31% occupancy, no eligible warp 45% of cycles). Measured on the H200, bf16
-    // (8, 4096, 4096): 6 blocks (80 registers) with a ring of 1: 62% of copy; 5 blocks (96) ring 2:
-    // 56%; 4 blocks (128) ring 3: 55%: resident warps matter more than depth. 6 x 128 threads x
-    // 2 x 32 B (the ring and the vectors being computed) = 48 KB per SM in flight. 16 iterations =
-    // 4096 bf16 elements a strip: the recomputed dy past the strip's end (3 of 4096) and one
-    // partial per strip are negligible.
-    case ArchFamily::kNvidia: return {128, 6, 6, 16, 1, false};
-    // RDNA: ~10 KB per CU. 9 waves/SIMD (<= 168 VGPRs: at 10 waves one 16-bit kernel spills a
-    // VGPR) x 2 SIMDs x 32 lanes x 2 x 32 B = 36 KB. Nontemporal dx stores keep x's halo lines
-    // (re-read by the next strip) in the Infinity Cache.
+    // Latency-bound at the occupancy its registers allow (ncu: no eligible warp 45% of cycles at
+    // 96 registers). Measured on the H200, bf16 (8, 4096, 4096), with the edge-free hot loop:
+    // 7 blocks (72 registers) and a ring of 1: 72.3% of copy; 8 blocks (64): 71.4%; 6 blocks with a
+    // ring of 2: 59.1%: resident warps matter more than depth. 7 x 128 threads x 2 x 32 B (the ring
+    // and the vectors being computed) = 57 KB per SM in flight. 16 iterations = 4096 bf16
+    // elements a strip: the recomputed dy past the strip's end (3 of 4096) and one partial per
+    // strip are negligible.
+    case ArchFamily::kNvidia: return {128, 7, 7, 16, 1, false};
+    // RDNA: ~10 KB per CU. 9 waves/SIMD (<= 168 VGPRs: at 10 one 16-bit kernel spills a few) x 2
+    // SIMDs x 32 lanes x 2 x 32 B = 36 KB. Nontemporal dx stores keep x's halo lines (re-read by
+    // the next strip) in the Infinity Cache.
     case ArchFamily::kRdna4: return {128, 9, 9, 16, 1, true};
     case ArchFamily::kRdna3: return {128, 9, 9, 16, 1, true};
-    // gfx942 / gfx90a: the strip needs more than the 128 VGPRs of 4 waves/SIMD (spills at 4 and
-    // 5); 3 waves x 4 SIMDs x 64 lanes x 2 x 32 B = 48 KB per CU against the ~30-40 KB needed.
+    // gfx942 / gfx90a: the strip needs more than the 128 VGPRs of 4 waves/SIMD (it spills at 4);
+    // 3 waves x 4 SIMDs x 64 lanes x 2 x 32 B = 48 KB per CU against the ~30-40 KB needed.
     case ArchFamily::kCdna: return {128, 3, 3, 16, 1, true};
   }
-  return {128, 6, 6, 16, 1, false};
+  return {128, 7, 7, 16, 1, false};
 }
 
 // Backward, channel-last (bwd_channel_last.hip): a thread owns 8 bytes of channels and walks
@@ -167,21 +167,21 @@ struct BwdClTuning {
 __host__ __device__ constexpr BwdClTuning bwd_cl_tuning(ArchFamily f) {
   switch (f) {
     // 2 channels a thread (4 bytes of 16-bit): weights, 5 sums and the dy window of each channel
-    // stay in registers. Measured on the H200, bf16 (8, 4096, 4096): 5 blocks (96 registers) with
-    // 4 rows ahead: 40% of copy; 6 blocks (80): 34% and 7 blocks (72) with 3 ahead: 36% (the
-    // capped kernels spill in the step loop); 8 blocks: 24%. 64 steps a warp, 4 warps a block:
-    // one partial per 256 steps x 2 channels.
-    case ArchFamily::kNvidia: return {128, 5, 5, 64, 4, 4, false};
-    // RDNA: ~10 KB per CU; 12 waves/SIMD (103 VGPRs, no spills) x 2 SIMDs x 32 lanes x 2 rows
-    // ahead x 8 B = 12 KB.
+    // stay in registers. Measured on the H200, bf16 (8, 4096, 4096), with the edge-free step loop:
+    // 7 blocks (72 registers) with 3 rows ahead: 51.5% of copy; 6 blocks with 4 ahead: 46.1%; 5
+    // blocks: 44.3%. 7 x 128 threads x 3 x 8 B = 21 KB per SM in flight plus the rows being
+    // computed. 64 steps a warp, 4 warps a block: one partial per 256 steps x 2 channels.
+    case ArchFamily::kNvidia: return {128, 7, 7, 64, 4, 3, false};
+    // RDNA: ~10 KB per CU; at least 12 waves/SIMD (the kernel needs 85 VGPRs, so 16 run) x 2 SIMDs
+    // x 32 lanes x 2 rows ahead x 8 B = 12 KB.
     case ArchFamily::kRdna4: return {128, 12, 12, 64, 4, 2, true};
     case ArchFamily::kRdna3: return {128, 12, 12, 64, 4, 2, true};
-    // gfx942: wave64, so 128 threads are 2 time ranges of 64 channel groups. 4 waves/SIMD (at 5
-    // the 16-bit kernels spill) x 4 SIMDs x 64 lanes x 2 x 8 B = 16 KB per CU, short of the
-    // ~30-40 KB gfx942 needs.
-    case ArchFamily::kCdna: return {128, 4, 4, 64, 4, 2, true};
+    // gfx942: wave64, so 128 threads are 2 time ranges of 64 channel groups. 5 waves/SIMD (<= 96
+    // VGPRs, no spills) x 4 SIMDs x 64 lanes x 2 x 8 B = 20 KB per CU, short of the ~30-40 KB
+    // gfx942 needs.
+    case ArchFamily::kCdna: return {128, 5, 5, 64, 4, 2, true};
   }
-  return {128, 5, 5, 64, 4, 4, false};
+  return {128, 7, 7, 64, 4, 3, false};
 }
 
 // Deterministic backward: the ordered sum of the dweight/dbias partials (bwd.hip). A block covers
