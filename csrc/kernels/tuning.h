@@ -168,10 +168,12 @@ __host__ __device__ constexpr BwdClTuning bwd_cl_tuning(ArchFamily f) {
   switch (f) {
     // 2 channels a thread (4 bytes of 16-bit): weights, 5 sums and the dy window of each channel
     // stay in registers. Measured on the H200, bf16 (8, 4096, 4096), with the edge-free step loop:
-    // 7 blocks (72 registers) with 3 rows ahead: 51.5% of copy; 6 blocks with 4 ahead: 46.1%; 5
-    // blocks: 44.3%. 7 x 128 threads x 3 x 8 B = 21 KB per SM in flight plus the rows being
-    // computed. 64 steps a warp, 4 warps a block: one partial per 256 steps x 2 channels.
-    case ArchFamily::kNvidia: return {128, 7, 7, 64, 4, 3, false};
+    // 8 blocks (64 registers) with 2 rows ahead: 56.8% of copy (47.8% at (2, 8192, 1024)); 8
+    // blocks with 3 ahead: 46.2%; 7 blocks with 3 ahead: 51.9%; 7 with 4: 49.9%. 8 x 128 threads x
+    // 2 x 8 B = 16 KB per SM in flight plus the rows being computed. The seq_idx kernels keep 7
+    // blocks (33.6% there against 30.1% at 8). 64 steps a warp, 4 warps a block: one partial per
+    // 256 steps x 2 channels.
+    case ArchFamily::kNvidia: return {128, 8, 7, 64, 4, 2, false};
     // RDNA: ~10 KB per CU; at least 12 waves/SIMD (the kernel needs 85 VGPRs, so 16 run) x 2 SIMDs
     // x 32 lanes x 2 rows ahead x 8 B = 12 KB.
     case ArchFamily::kRdna4: return {128, 12, 12, 64, 4, 2, true};
@@ -181,7 +183,7 @@ __host__ __device__ constexpr BwdClTuning bwd_cl_tuning(ArchFamily f) {
     // gfx942 needs.
     case ArchFamily::kCdna: return {128, 5, 5, 64, 4, 2, true};
   }
-  return {128, 7, 7, 64, 4, 3, false};
+  return {128, 8, 7, 64, 4, 2, false};
 }
 
 // Deterministic backward: the ordered sum of the dweight/dbias partials (bwd.hip). A block covers
