@@ -2,8 +2,10 @@
 # Tuning experiments on a GPU machine: builds the package once per variant of the tuning table, in
 # parallel, and times each variant with benchmarks/bench.py in its own process. A variant is NAME=SED:
 # a sed expression applied to a scratch copy of csrc/kernels/tuning.h (NAME=. keeps the table as
-# committed). Results and build logs go to $OUT (default ./gpu_out): NAME.json, NAME.log, and the
-# same for the peer when CAUSAL_CONV1D_PEER names upstream's install prefix.
+# it is in the working tree), or @REV: the tree of git revision REV (e.g. base=@HEAD times the
+# last commit next to the working tree's changes). Results and build logs go to $OUT (default
+# ./gpu_out): NAME.json, NAME.log, and the same for the peer when CAUSAL_CONV1D_PEER names
+# upstream's install prefix.
 #
 #   scripts/gpu_variants.sh [--bench-args 'ARGS'] NAME=SED ...
 #   scripts/gpu_variants.sh --bench-args '--only bwd --quick' base=. \
@@ -35,9 +37,13 @@ for v in "${variants[@]}"; do
     src=/tmp/variant-$name
     rm -rf "$src" "$src.site"
     mkdir -p "$src"
-    git -C "$repo" ls-files -z --cached --others --exclude-standard | (cd "$repo" && xargs -0 cp --parents -t "$src")
-    [[ $expr == . ]] || sed -i -e "$expr" "$src/csrc/kernels/tuning.h"
-    if [[ $expr != . ]] && cmp -s "$src/csrc/kernels/tuning.h" "$repo/csrc/kernels/tuning.h"; then
+    if [[ $expr == @* ]]; then
+      git -C "$repo" archive "${expr#@}" | tar -x -C "$src" || exit 1
+    else
+      git -C "$repo" ls-files -z --cached --others --exclude-standard | (cd "$repo" && xargs -0 cp --parents -t "$src")
+      [[ $expr == . ]] || sed -i -e "$expr" "$src/csrc/kernels/tuning.h"
+    fi
+    if [[ $expr != . && $expr != @* ]] && cmp -s "$src/csrc/kernels/tuning.h" "$repo/csrc/kernels/tuning.h"; then
       echo "$name: the sed expression changed nothing in tuning.h" >"$OUT/$name.build.log"
       exit 1
     fi

@@ -8,7 +8,8 @@
 // `threads` / kWarpSize strips.
 //
 // The walk goes from the strip's last iteration to its first, with `ring` iterations of x and
-// dout loaded ahead in statically indexed registers. In each iteration a lane computes dy at its
+// dout loaded ahead in statically indexed registers, and on NVIDIA the lines of `l2_ahead` more
+// iterations prefetched to L2. In each iteration a lane computes dy at its
 // kV positions, their dweight/dbias terms, and dx at its kV positions, for which it needs:
 //  - the x halo (the W-1 inputs before its vector, for its dy): by shuffle from the previous lane.
 //    Lane 0 (lanes < kD when a vector is shorter than the halo) loads its halo with its vector:
@@ -70,6 +71,10 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
     bwd_channel_first_kernel(BwdParams p, BwdCfGrid g) {
   constexpr BwdCfTuning kTune = bwd_cf_tuning(kTargetFamily);
   constexpr int kRing = kTune.ring;
+  constexpr int kL2Ahead = kTune.l2_ahead;
+#if !defined(CAUSAL_CONV1D_USE_CUDA)
+  static_assert(kL2Ahead == 0, "L2 prefetch is an NVIDIA instruction");
+#endif
   constexpr int kHalo = kWidth - 1;
   constexpr int kStep = kWarpSize * kV;  // elements per warp iteration
   constexpr int kIds = kSeqIdx ? kV : 1;
@@ -131,10 +136,12 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   };
 
   // What one iteration loads: x and dout vectors, the x halo of lanes < kDMax (element i at
-  // position q0 - kHalo + i), and seq ids.
+  // position q0 - kHalo + i; kept as loaded until the iteration is computed: converting or
+  // packing it at load time would make the warp wait for the load there, defeating the ring),
+  // and seq ids.
   struct Slot {
     Packed<T, kV> x, g;
-    Packed<T, kHalo> hx;
+    T hx[kHalo];
     int32_t ids[kIds], hids[kHIds];
   };
   // The ids of the vector at q0 (and of the halo, lanes < kDMax); `full`: the vector is whole.
@@ -153,7 +160,6 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
       static_for<kHalo>([&](auto i) { s.hids[i] = lane < kDMax ? seq_at(q0 - kHalo + i) : -1; });
     }
   };
-  constexpr int kHPer = Packed<T, kHalo>::kPerWord;
   // Any iteration, element by element where a vector is not whole.
   auto load = [&](int it, Slot& s) CC_INLINE_LAMBDA {
     const int64_t q0 = qbase + int64_t(it) * kStep;
@@ -165,22 +171,20 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
       s.x = load_edge<T, kV, kHalo>(x, L, init_row(), f.init_l_stride, q0);
       s.g = load_edge<T, kV, kHalo>(dout, L, nullptr, 0, q0);
     }
-    static_for<Packed<T, kHalo>::kWords>([&](auto i) { s.hx.w[i] = 0; });
-    if (lane < kDMax) {
-      static_for<kHalo>(
-          [&](auto i) { s.hx.w[i / kHPer] |= elem_word<T, decltype(i)::value % kHPer>(input(q0 - kHalo + i)); });
-    }
+    static_for<kHalo>([&](auto i) { s.hx[i] = lane < kDMax ? input(q0 - kHalo + i) : T{}; });
     load_ids(s, q0, full);
   };
-  // An iteration of the fast range: every vector whole and every halo inside the row.
+  // An iteration of the fast range: every vector whole; the halo inside the row, or before an
+  // aligned row without initial states (zeros).
   auto load_fast = [&](int it, Slot& s) CC_INLINE_LAMBDA {
     const int64_t q0 = qbase + int64_t(it) * kStep;
     s.x = load_packed<T, kV>(x + q0);
     s.g = load_packed<T, kV>(dout + q0);
-    static_for<Packed<T, kHalo>::kWords>([&](auto i) { s.hx.w[i] = 0; });
+    static_for<kHalo>([&](auto i) { s.hx[i] = T{}; });
     if (lane < kDMax) {
-      static_for<kHalo>(
-          [&](auto i) { s.hx.w[i / kHPer] |= elem_word<T, decltype(i)::value % kHPer>(x[q0 - kHalo + i]); });
+      static_for<kHalo>([&](auto i) {
+        if (q0 - kHalo + i >= 0) s.hx[i] = x[q0 - kHalo + i];
+      });
     }
     load_ids(s, q0, true);
   };
@@ -222,7 +226,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
       constexpr int kSrc = kD * kV - kBack;
       constexpr int kPer = Packed<T, kV>::kPerWord;
       const uint32_t got = shfl_up(cur.x.w[kSrc / kPer], kD, kWarpSize);
-      hal[i] = lane < kD ? packed_elem<T, decltype(i)::value>(cur.hx) : word_elem<T, kSrc % kPer>(got);
+      hal[i] = lane < kD ? to_float(cur.hx[i]) : word_elem<T, kSrc % kPer>(got);
       if constexpr (kSeqIdx) {
         const int32_t got_id = shfl_up(cur.ids[kSrc], kD, kWarpSize);
         hid[i] = lane < kD ? cur.hids[i] : got_id;
@@ -344,14 +348,15 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   };
 
   // The walk, from it_hi down to it_lo. The fast range [lo_fast, hi_fast] is where every lane's
-  // vector is whole, its dx one store and lane 0's halo inside the row (bounds from lane 0's start
-  // and the last lane's room, so the whole warp agrees); it runs with `ring` iterations loaded
-  // ahead and no edge code. The iterations above it (a row's last) and below it (a row's first,
-  // the dinitial_states one) run one at a time through the edge paths.
+  // vector is whole, its dx one store and lane 0's halo inside the row or zeros before it (bounds
+  // from lane 0's start and the last lane's room, so the whole warp agrees); it runs with `ring`
+  // iterations loaded ahead and no edge code. The iterations above it (a row's last) and below it
+  // (a misaligned row's first, one whose halo is initial_states, the dinitial_states one) run one
+  // at a time through the edge paths.
   const int64_t qbase0 = vec0 * kV - m;
   const int64_t room_last = L - (qbase0 + int64_t(kWarpSize - 1) * kV) - (want_dfin ? kHalo : 0);
   int hi_fast = room_last < kV ? -1 : int(min((room_last - kV) / kStep, int64_t(it_hi)));
-  int lo_fast = max(qbase0 >= kHalo ? 0 : 1, it_lo);
+  int lo_fast = max(qbase0 >= kHalo || (qbase0 == 0 && init_row() == nullptr) ? 0 : 1, it_lo);
   if (lo_fast > hi_fast) lo_fast = it_lo, hi_fast = it_lo - 1;  // no fast range
   auto generic = [&](int from, int to) CC_INLINE_LAMBDA {
     for (int it = from; it >= to; --it) {
@@ -362,18 +367,36 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   };
   generic(it_hi, hi_fast + 1);
   {
+    // kRing + 1 slots used in turn, the loop unrolled that many times: slot indices stay
+    // compile-time constants and no slot is copied (a ring of kRing slots copies the one being
+    // computed out of the way of its reload, 10 moves an iteration for 16-bit).
+    constexpr int kSlots = kRing + 1;
     const int n_fast = hi_fast - lo_fast + 1;
-    Slot ring[kRing];
+    Slot ring[kSlots];
+    // The lines of iteration `it` asked of L2 (the x halo of lane 0 is in the iteration before's
+    // last line, which that iteration's prefetch covers).
+    auto prefetch = [&](int it) {
+#if defined(CAUSAL_CONV1D_USE_CUDA)
+      const int64_t q0 = qbase + int64_t(it) * kStep;
+      prefetch_l2(x + q0);
+      prefetch_l2(dout + q0);
+#endif
+    };
+    if constexpr (kL2Ahead > 0) {
+      for (int j = kRing; j < kRing + kL2Ahead && j < n_fast; ++j) prefetch(hi_fast - j);
+    }
     static_for<kRing>([&](auto j) {
       if (j < n_fast) load_fast(hi_fast - j, ring[j]);
     });
-    for (int r0 = 0; r0 < n_fast; r0 += kRing) {
-      static_for<kRing>([&](auto j) {
+    for (int r0 = 0; r0 < n_fast; r0 += kSlots) {
+      static_for<kSlots>([&](auto j) {
         const int r = r0 + j;
         if (r >= n_fast) return;  // warp-uniform
-        const Slot cur = ring[j];
-        if (r + kRing < n_fast) load_fast(hi_fast - r - kRing, ring[j]);
-        process(BoolC<false>{}, hi_fast - r, cur);
+        if constexpr (kL2Ahead > 0) {
+          if (r + kRing + kL2Ahead < n_fast) prefetch(hi_fast - r - kRing - kL2Ahead);
+        }
+        if (r + kRing < n_fast) load_fast(hi_fast - r - kRing, ring[(j + kRing) % kSlots]);
+        process(BoolC<false>{}, hi_fast - r, ring[j]);
       });
     }
   }

@@ -21,7 +21,7 @@ namespace causal_conv1d::gpu {
 // silu'(y) = sigmoid(y) (1 + y (1 - sigmoid(y))). The exponential and a reciprocal to ~2 ulp: dy
 // feeds fp32 dweight sums, so the tanh form (2^-11 relative) of the forward is not used here.
 __device__ __forceinline__ float dsilu(float y) {
-  const float sig = fast_div(1.0f, 1.0f + __expf(-y));
+  const float sig = fast_div(1.0f, 1.0f + fast_exp_neg(y));
   return sig * fmaf(y, 1.0f - sig, 1.0f);
 }
 

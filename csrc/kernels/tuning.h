@@ -125,29 +125,32 @@ struct BwdCfTuning {
   int max_iters;      // iterations per strip: a strip recomputes width - 1 dy past its end and emits
                       // one dweight/dbias partial, so longer strips cost less of both
   int ring;           // iterations loaded ahead (x and dout: 2 x 16 B a lane)
+  int l2_ahead;       // NVIDIA: iterations past the ring whose x and dout lines are prefetched to
+                      // L2 (no registers held; the ring's loads then wait on L2, not DRAM)
   bool nt_store;      // AMD: nontemporal stores for dx (written once, never read back)
 };
 
 __host__ __device__ constexpr BwdCfTuning bwd_cf_tuning(ArchFamily f) {
   switch (f) {
-    // Latency-bound at the occupancy its registers allow (ncu: no eligible warp 45% of cycles at
-    // 96 registers). Measured on the H200, bf16 (8, 4096, 4096), with the edge-free hot loop:
-    // 7 blocks (72 registers) and a ring of 1: 72.3% of copy; 8 blocks (64): 71.4%; 6 blocks with a
-    // ring of 2: 59.1%: resident warps matter more than depth. 7 x 128 threads x 2 x 32 B (the ring
-    // and the vectors being computed) = 57 KB per SM in flight. 16 iterations = 4096 bf16
-    // elements a strip: the recomputed dy past the strip's end (3 of 4096) and one partial per
-    // strip are negligible.
-    case ArchFamily::kNvidia: return {128, 7, 7, 16, 1, false};
+    // Latency-bound at the occupancy its registers allow. Measured on the H200, bf16, SiLU:
+    // 7 blocks (72 registers) with a ring of 1 beat 8 blocks (64 registers: spills, -5 points)
+    // and 6 blocks with a ring of 2 (-6 points): resident warps matter more than depth. The L2
+    // prefetch 2 iterations past the ring (no registers held) adds 1-4 points. 32 iterations a
+    // strip (8192 bf16 elements) against 16: +3.5 points at L = 8192 and 16384 (a strip pays
+    // one ring fill, one weight load and one partial; the recomputed dy past its end is 3 of
+    // 8192). (8, 4096, 4096): 79.6% of copy; (4, 5376, 8192): 83.7%; (1, 8192, 16384): 80.7%.
+    case ArchFamily::kNvidia: return {128, 7, 7, 32, 1, 2, false};
     // RDNA: ~10 KB per CU. 9 waves/SIMD (<= 168 VGPRs: at 10 one 16-bit kernel spills a few) x 2
     // SIMDs x 32 lanes x 2 x 32 B = 36 KB. Nontemporal dx stores keep x's halo lines (re-read by
-    // the next strip) in the Infinity Cache.
-    case ArchFamily::kRdna4: return {128, 9, 9, 16, 1, true};
-    case ArchFamily::kRdna3: return {128, 9, 9, 16, 1, true};
+    // the next strip) in the Infinity Cache. 32 iterations a strip for the per-strip costs
+    // measured on NVIDIA; no L2 prefetch instruction is used on AMD.
+    case ArchFamily::kRdna4: return {128, 9, 9, 32, 1, 0, true};
+    case ArchFamily::kRdna3: return {128, 9, 9, 32, 1, 0, true};
     // gfx942 / gfx90a: the strip needs more than the 128 VGPRs of 4 waves/SIMD (it spills at 4);
     // 3 waves x 4 SIMDs x 64 lanes x 2 x 32 B = 48 KB per CU against the ~30-40 KB needed.
-    case ArchFamily::kCdna: return {128, 3, 3, 16, 1, true};
+    case ArchFamily::kCdna: return {128, 3, 3, 32, 1, 0, true};
   }
-  return {128, 7, 7, 16, 1, false};
+  return {128, 7, 7, 32, 1, 2, false};
 }
 
 // Backward, channel-last (bwd_channel_last.hip): a thread owns 8 bytes of channels and walks

@@ -100,6 +100,26 @@ __device__ __forceinline__ float fast_div(float a, float b) {
 #endif
 }
 
+// exp(-v) to about 2 ulp from the hardware base-2 exponential, with results below 2^-126 flushed
+// to 0 (every caller adds it to 1, where they vanish anyway). NVIDIA's __expf carries a
+// denormal-range fix-up (a compare and two predicated multiplies) that this skips.
+__device__ __forceinline__ float fast_exp_neg(float v) {
+  const float e = v * -1.4426950408889634f;  // -v log2(e)
+#if defined(CAUSAL_CONV1D_USE_HIP)
+  return __builtin_amdgcn_exp2f(e);
+#else
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(e));
+  return r;
+#endif
+}
+
+#if defined(CAUSAL_CONV1D_USE_CUDA)
+// Asks L2 for the line holding p; no register is written, so nothing waits for it. NVIDIA only
+// (the tuning rows that use it are NVIDIA's).
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+#endif
+
 // SiLU for results stored as 16-bit values. On NVIDIA: x/2 * (1 + tanh(x/2)) with the hardware
 // tanh.approx (one special-function op instead of exp plus reciprocal; relative error about 2^-11,
 // far below a 16-bit result's rounding). Elsewhere, and for float32 results, x / (1 + exp(-x)).
