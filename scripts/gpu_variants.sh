@@ -3,7 +3,8 @@
 # parallel, and times each variant with benchmarks/bench.py in its own process. A variant is NAME=SED:
 # a sed expression applied to a scratch copy of csrc/kernels/tuning.h (NAME=. keeps the table as
 # it is in the working tree), or @REV: the tree of git revision REV (e.g. base=@HEAD times the
-# last commit next to the working tree's changes). Results and build logs go to $OUT (default
+# last commit next to the working tree's changes; on a machine that receives a copy of the
+# working tree, check that its git objects include that commit: they can be older). Results and build logs go to $OUT (default
 # ./gpu_out): NAME.json, NAME.log, and the same for the peer when CAUSAL_CONV1D_PEER names
 # upstream's install prefix.
 #
