@@ -145,6 +145,72 @@ class Bench:
             del os.environ["CAUSAL_CONV1D_DETERMINISTIC"]
         self.add("bwd", layout, dtype, shape, width, t, nbytes, "deterministic" if deterministic else variant)
 
+    def graph_time(self, calls):
+        """Kernel time per call from replays of a CUDA graph holding every call once (no launch gaps,
+        no host cost): what a captured training or serving step pays."""
+        for c in calls:  # warm up outside capture
+            c()
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for c in calls:
+                c()
+        graph.replay()
+        torch.cuda.synchronize()
+        return time_calls([graph.replay], 20) / len(calls)
+
+    def small_graph(self, op, shape, layout, dtype="bf16", width=4):
+        """fwd or bwd of a small shape inside a CUDA graph (the eager rows time the same shapes from
+        the host)."""
+        batch, dim, seqlen = shape
+        dt = DTYPES[dtype]
+        nbytes = (2 if op == "fwd" else 3) * batch * dim * seqlen * esize(dt)
+        w = torch.randn(dim, width, device="cuda", dtype=dt)
+        b = torch.randn(dim, device="cuda", dtype=dt)
+        dw = torch.zeros(dim, width, device="cuda")
+        db = torch.zeros(dim, device="cuda")
+
+        def make():
+            if layout == "cl":
+                return torch.randn(batch, seqlen, dim, device="cuda", dtype=dt).transpose(1, 2)
+            return torch.randn(batch, dim, seqlen, device="cuda", dtype=dt)
+
+        calls = []
+        for _ in range(max(8, self.sets(nbytes))):
+            x, dout, out = make(), make(), make()
+            if op == "fwd":
+                calls.append(lambda x=x, out=out: self.cc.causal_conv1d_fwd(x, w, b, None, None, out, None, True))
+            else:
+                calls.append(lambda x=x, dout=dout, dx=out:
+                             self.cc.causal_conv1d_bwd(x, w, b, dout, None, None, None, dx, dw, db, None, True))
+        self.add(op, layout, dtype, shape, width, self.graph_time(calls), nbytes, "graph")
+
+    def autograd(self, shape, layout, dtype="bf16", width=4):
+        """Forward + backward through causal_conv1d_fn with autograd (x, weight, bias requiring
+        grad), timed per step from the host. Bytes: the forward's x read and out written plus the
+        backward's x and dout read and dx written."""
+        from causal_conv1d import causal_conv1d_fn
+
+        batch, dim, seqlen = shape
+        dt = DTYPES[dtype]
+        nbytes = 5 * batch * dim * seqlen * esize(dt)
+        w = torch.randn(dim, width, device="cuda", dtype=dt, requires_grad=True)
+        b = torch.randn(dim, device="cuda", dtype=dt, requires_grad=True)
+        calls = []
+        for _ in range(self.sets(nbytes)):
+            if layout == "cl":
+                x = torch.randn(batch, seqlen, dim, device="cuda", dtype=dt).transpose(1, 2)
+            else:
+                x = torch.randn(batch, dim, seqlen, device="cuda", dtype=dt)
+            x.requires_grad_(True)
+            dout = torch.randn_like(x)
+
+            def step(x=x, dout=dout):
+                causal_conv1d_fn(x, w, b, activation="silu").backward(dout)
+
+            calls.append(step)
+        self.add("fwd+bwd", layout, dtype, shape, width, time_calls(calls, self.reps), nbytes, "autograd")
+
     def update_graph(self, batch, dim=8192, dtype="bf16", width=4):
         """Kernel time per update from replays of a CUDA graph of many updates (no launch gaps)."""
         dt = DTYPES[dtype]
@@ -157,17 +223,9 @@ class Bench:
         sets = [(torch.randn(batch, dim, 1, device="cuda", dtype=dt),
                  torch.randn(batch, dim, state_len, device="cuda", dtype=dt),
                  torch.empty(batch, dim, 1, device="cuda", dtype=dt)) for _ in range(count)]
-        for x, state, out in sets:  # warm up outside capture
-            self.cc.causal_conv1d_update(x, state, w, b, out, True, None, None)
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for x, state, out in sets:
-                self.cc.causal_conv1d_update(x, state, w, b, out, True, None, None)
-        graph.replay()
-        torch.cuda.synchronize()
-        t = time_calls([graph.replay], 20) / count
-        self.add("update", "-", dtype, (batch, dim, 1), width, t, per_call, "graph")
+        calls = [lambda x=x, state=state, out=out: self.cc.causal_conv1d_update(x, state, w, b, out, True, None, None)
+                 for x, state, out in sets]
+        self.add("update", "-", dtype, (batch, dim, 1), width, self.graph_time(calls), per_call, "graph")
 
     def update_eager(self, dim=8192, dtype="bf16", width=4, calls=2000):
         """Wall time per eager causal_conv1d.causal_conv1d_update call from Python at batch 1."""
@@ -224,6 +282,7 @@ def run_all(bench, only, quick):
         for layout in ("cf", "cl"):
             for variant in ("seq_idx", "states"):
                 safe(bench.fwd, (8, 4096, 4096), layout, "bf16", 4, variant)
+            safe(bench.small_graph, "fwd", (1, 4096, 256), layout)
     if only in ("all", "bwd"):
         for dtype in dtypes:
             for layout in ("cf", "cl"):
@@ -233,6 +292,9 @@ def run_all(bench, only, quick):
             safe(bench.bwd, (8, 4096, 4096), layout, "bf16", True)
             for variant in ("seq_idx", "states"):
                 safe(bench.bwd, (8, 4096, 4096), layout, "bf16", False, 4, variant)
+        for layout in ("cf", "cl"):
+            safe(bench.small_graph, "bwd", (1, 4096, 256), layout)
+            safe(bench.autograd, (2, 8192, 1024), layout)
     if only in ("all", "update"):
         for batch in UPDATE_BATCHES:
             safe(bench.update_graph, batch)

@@ -379,10 +379,11 @@ BwdClGrid bwd_cl_grid(const BwdParams& p, const DeviceDesc& dev) {
   const int64_t groups = (span + g.kc - 1) / g.kc;
   const int64_t cblocks = (groups + wave - 1) / wave;
   // The longest ranges that still give every CU min_blocks_per_cu blocks (short rows and small
-  // batches otherwise leave most of the device idle); at least 16 steps a range.
+  // batches otherwise leave most of the device idle); at least min_steps a range.
   int64_t steps = tune.max_steps;
   auto tblocks = [&](int64_t st) { return std::max<int64_t>(1, (f.seqlen + st * warps - 1) / (st * warps)); };
-  while (steps > 16 && f.batch * cblocks * tblocks(steps) < int64_t(tune.min_blocks_per_cu) * dev.cu_count) steps /= 2;
+  while (steps > tune.min_steps && f.batch * cblocks * tblocks(steps) < int64_t(tune.min_blocks_per_cu) * dev.cu_count)
+    steps /= 2;
   g.cblocks = static_cast<uint32_t>(std::min<int64_t>(cblocks, UINT32_MAX));
   g.tblocks = static_cast<uint32_t>(std::min<int64_t>(tblocks(steps), UINT32_MAX));
   g.steps = static_cast<int32_t>(steps);

@@ -163,6 +163,8 @@ struct BwdClTuning {
   int max_steps;          // time steps per warp (each range re-reads 2 (width - 1) x rows and
                           // width - 1 dout rows of halo, and recomputes width - 1 dy)
   int min_blocks_per_cu;  // shorter ranges when the grid would leave CUs idle (short rows)
+  int min_steps;          // ... but no shorter than this (the halo rows a range re-reads and its
+                          // recomputed dy grow in proportion)
   int ring;               // time steps loaded ahead (a row of x and of dout each)
   bool nt_store;
 };
@@ -171,22 +173,26 @@ __host__ __device__ constexpr BwdClTuning bwd_cl_tuning(ArchFamily f) {
   switch (f) {
     // 2 channels a thread (4 bytes of 16-bit): weights, 5 sums and the dy window of each channel
     // stay in registers. Measured on the H200, bf16 (8, 4096, 4096), with the edge-free step loop:
-    // 8 blocks (64 registers) with 2 rows ahead: 56.8% of copy (47.8% at (2, 8192, 1024)); 8
-    // blocks with 3 ahead: 46.2%; 7 blocks with 3 ahead: 51.9%; 7 with 4: 49.9%. 8 x 128 threads x
+    // 8 blocks (64 registers) with 2 rows ahead: 56.8% of copy (58.3% since dsilu's ex2 lost its
+    // denormal fix-up; 47.8% at (2, 8192, 1024)); 8
+    // blocks with 3 ahead: 46.2%; 7 blocks with 3 ahead: 51.9%; 7 with 4: 49.9%. Ranges down to
+    // 4 steps when the grid is small: (1, 4096, 256) in a CUDA graph 9.4 us against 11.0 at 16
+    // and 11.5 at 8 (the re-read halo rows hit L2). 8 x 128 threads x
     // 2 x 8 B = 16 KB per SM in flight plus the rows being computed. The seq_idx kernels keep 7
     // blocks (33.6% there against 30.1% at 8). 64 steps a warp, 4 warps a block: one partial per
     // 256 steps x 2 channels.
-    case ArchFamily::kNvidia: return {128, 8, 7, 64, 4, 2, false};
+    case ArchFamily::kNvidia: return {128, 8, 7, 64, 4, 4, 2, false};
     // RDNA: ~10 KB per CU; at least 12 waves/SIMD (the kernel needs 85 VGPRs, so 16 run) x 2 SIMDs
-    // x 32 lanes x 2 rows ahead x 8 B = 12 KB.
-    case ArchFamily::kRdna4: return {128, 12, 12, 64, 4, 2, true};
-    case ArchFamily::kRdna3: return {128, 12, 12, 64, 4, 2, true};
+    // x 32 lanes x 2 rows ahead x 8 B = 12 KB. Ranges down to 4 steps as on NVIDIA: filling the
+    // CUs matters more than the re-read halo rows, which hit the cache.
+    case ArchFamily::kRdna4: return {128, 12, 12, 64, 4, 4, 2, true};
+    case ArchFamily::kRdna3: return {128, 12, 12, 64, 4, 4, 2, true};
     // gfx942: wave64, so 128 threads are 2 time ranges of 64 channel groups. 5 waves/SIMD (<= 96
     // VGPRs, no spills) x 4 SIMDs x 64 lanes x 2 x 8 B = 20 KB per CU, short of the ~30-40 KB
     // gfx942 needs.
-    case ArchFamily::kCdna: return {128, 5, 5, 64, 4, 2, true};
+    case ArchFamily::kCdna: return {128, 5, 5, 64, 4, 4, 2, true};
   }
-  return {128, 8, 7, 64, 4, 2, false};
+  return {128, 8, 7, 64, 4, 4, 2, false};
 }
 
 // Deterministic backward: the ordered sum of the dweight/dbias partials (bwd.hip). A block covers
