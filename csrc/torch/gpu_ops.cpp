@@ -110,6 +110,28 @@ at::Tensor varlen_states_gpu(const at::Tensor& x, const at::Tensor& cu_seqlens, 
   return states;
 }
 
+// The serving API has no GPU kernels yet: say so instead of failing in the dispatcher or, worse,
+// running on the host. (causal_conv1d.serving checks this before any work; the vLLM / SGLang
+// plug-ins then keep the engine's own kernels.)
+[[noreturn]] void serving_not_built(const char* op) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, op,
+                              ": this version of causal_conv1d runs the serving API on the CPU only; its GPU kernels "
+                              "are not built yet (GPU tensors given)");
+}
+
+void serving_fwd_gpu(const at::Tensor&, const at::Tensor&, const OptTensor&, const at::Tensor&, const at::Tensor&,
+                     const OptTensor&, const OptTensor&, const OptTensor&, const OptTensor&, const OptTensor&,
+                     const OptTensor&, int64_t, std::optional<int64_t>, std::optional<int64_t>, bool, bool,
+                     const at::Tensor&) {
+  serving_not_built("serving.causal_conv1d_fn");
+}
+
+void serving_update_gpu(const at::Tensor&, const at::Tensor&, const at::Tensor&, const OptTensor&, const OptTensor&,
+                        const OptTensor&, const OptTensor&, const OptTensor&, const OptTensor&, std::optional<int64_t>,
+                        std::optional<int64_t>, bool, bool) {
+  serving_not_built("serving.causal_conv1d_update");
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(causal_conv1d, CUDA, m) {
@@ -117,6 +139,8 @@ TORCH_LIBRARY_IMPL(causal_conv1d, CUDA, m) {
   m.impl("bwd", &bwd_gpu);
   m.impl("update", &update_gpu);
   m.impl("varlen_states", &varlen_states_gpu);
+  m.impl("serving_fwd", &serving_fwd_gpu);
+  m.impl("serving_update", &serving_update_gpu);
 }
 
 }  // namespace causal_conv1d::torch_ops
