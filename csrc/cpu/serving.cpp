@@ -170,12 +170,17 @@ void serving_update_task(const ServingUpdateParams& p, int64_t i, int64_t c0, in
   }
 }
 
+// Tasks are (row, channel block) pairs; tokens_per_row (an average) sizes the grain so that a
+// thread gets at least ~64K channel-tokens: a decode step of one row stays on the calling thread
+// (a parallel region costs more than its work there, and much more on a busy machine).
 template <typename Params, typename Task>
-int run_tasks(const Params& p, int64_t rows, const ParallelFor& pfor, Task task) {
+int run_tasks(const Params& p, int64_t rows, int64_t tokens_per_row, const ParallelFor& pfor, Task task) {
   if (p.width < kMinWidth || p.width > kMaxWidth) return kErrUnsupportedWidth;
   if (rows == 0 || p.dim == 0) return kSuccess;
   const int64_t blocks = (p.dim + kServingBlock - 1) / kServingBlock;
-  pfor(rows * blocks, 1, [&](int64_t a, int64_t z) {
+  const int64_t grain =
+      std::max<int64_t>(1, 65536 / (kServingBlock * (std::max<int64_t>(tokens_per_row, 1) + p.width)));
+  pfor(rows * blocks, grain, [&](int64_t a, int64_t z) {
     BlockWeights bw;
     std::vector<float> buf;
     for (int64_t task_id = a; task_id < z; ++task_id) {
@@ -189,11 +194,12 @@ int run_tasks(const Params& p, int64_t rows, const ParallelFor& pfor, Task task)
 }  // namespace
 
 int launch_serving_fwd(const ServingFwdParams& p, const ParallelFor& pfor) {
-  return run_tasks(p, p.batch, pfor, serving_fwd_task);
+  return run_tasks(p, p.batch, p.batch ? p.total_tokens / p.batch : 0, pfor, serving_fwd_task);
 }
 
 int launch_serving_update(const ServingUpdateParams& p, const ParallelFor& pfor) {
-  return run_tasks(p, p.batch, pfor, serving_update_task);
+  const int64_t tokens = p.query_start_loc.data ? (p.batch ? p.total_tokens / p.batch : 0) : p.seqlen;
+  return run_tasks(p, p.batch, tokens, pfor, serving_update_task);
 }
 
 }  // namespace causal_conv1d::cpu
