@@ -21,11 +21,15 @@ A cache index that is negative, equal to ``pad_slot_id`` or equal to ``null_bloc
 padded entry: no state is read or written and its outputs are 0. Lines chosen implicitly (no
 index tensor: line i for sequence i) are never padding.
 
-No function here synchronises with the device or reads device memory on the host: every launch is
-sized from shapes, and sequences are found on the device. On the CPU the metadata is validated
-(bad offsets, cache lines out of range, inconsistent prefix-caching blocks raise a RuntimeError
-naming the entry). This version has CPU kernels only: GPU tensors raise ``NotImplementedError``
-(``UnsupportedMode``), never a silent fallback to the host.
+No function here synchronises with the device or reads device memory on the host (unless asked to
+by validate_data=True on the GPU): every launch is sized from shapes, and sequences are found on the
+device. On the CPU the metadata is always
+validated (bad offsets, cache lines out of range, inconsistent prefix-caching blocks raise a
+RuntimeError naming the entry); on the GPU only with ``validate_data=True`` (which copies the index
+tensors to the host), and otherwise an invalid cache line is treated as padding and offsets are
+clamped, so nothing outside the tensors is ever read or written. A build without the serving GPU
+kernels raises ``NotImplementedError`` (``UnsupportedMode``) for GPU tensors, never falling back
+to the host.
 """
 
 import torch
@@ -49,7 +53,7 @@ class UnsupportedMode(NotImplementedError):
 
 
 def gpu_kernels_available():
-    """Whether this build runs the serving API on GPUs (False: CPU tensors only)."""
+    """Whether this build has the serving API's GPU kernels (False: CPU tensors only)."""
     return _GPU_KERNELS
 
 
@@ -71,8 +75,8 @@ def _check_supported(op, x, weight, cache):
         raise UnsupportedMode(f"{op}: kernel widths 2, 3 and 4 are supported, got weight of shape {tuple(weight.shape)}")
     if x.device.type == "cuda" and not _GPU_KERNELS:
         raise UnsupportedMode(
-            f"{op}: this version of causal_conv1d runs the serving API on the CPU only; its GPU kernels are not "
-            f"built yet (x is on {x.device})"
+            f"{op}: this build of causal_conv1d has no GPU kernels for the serving API (x is on {x.device}); "
+            "it runs CPU tensors only"
         )
 
 
@@ -129,8 +133,10 @@ def causal_conv1d_fn(
         crosses (where num_computed_tokens[i] + t is a multiple of block_size_to_align) goes to
         that block's column, from block_idx_first_scheduled_token[i] on; the final window to
         column block_idx_last_scheduled_token[i]
-    metadata, validate_data, seq_lens_cpu, **kwargs: what vLLM and SGLang pass; not needed (no
-        host work is done with them). The CPU always validates the metadata.
+    validate_data: on the GPU, check the metadata's values first (copies the index tensors to the
+        host: a synchronisation); the CPU always checks them
+    metadata, seq_lens_cpu, **kwargs: what vLLM and SGLang pass; not needed (no host work is done
+        with them)
 
     Returns out (dim, total_tokens) in x's dtype and memory order; padded sequences' outputs are 0.
     """
@@ -209,7 +215,8 @@ def causal_conv1d_update(
     block_idx_last_scheduled_token, initial_state_idx: int32 (batch,), prefix caching: the window
         is read from column initial_state_idx[i] and the new state written to column
         block_idx_last_scheduled_token[i] of conv_state_indices
-    validate_data, metadata: accepted for the engines; the CPU always validates the metadata.
+    validate_data: on the GPU, check the metadata's values first (a synchronisation); the CPU
+        always checks them. metadata: accepted for the engines, not needed.
     cache_seqlens (a circular state, causal_conv1d.causal_conv1d_update has it) and SGLang's EAGLE
     tree / intermediate-window arguments raise UnsupportedMode (NotImplementedError).
 

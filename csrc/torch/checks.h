@@ -81,4 +81,14 @@ ServingUpdateParams make_serving_update_params(const at::Tensor& x, const at::Te
 void validate_serving_fwd_metadata(const ServingFwdParams& p);
 void validate_serving_update_metadata(const ServingUpdateParams& p);
 
+// The same for params of device tensors: the index tensors are copied to the host first (a
+// synchronisation; the GPU ops do it only with validate_data=True).
+void validate_serving_fwd_metadata_on_host(const ServingFwdParams& p, const at::Tensor& query_start_loc,
+                                           const OptTensor& cache_indices, const OptTensor& block_idx_first,
+                                           const OptTensor& block_idx_last, const OptTensor& initial_state_idx,
+                                           const OptTensor& num_computed_tokens);
+void validate_serving_update_metadata_on_host(const ServingUpdateParams& p, const OptTensor& conv_state_indices,
+                                              const OptTensor& num_accepted_tokens, const OptTensor& query_start_loc,
+                                              const OptTensor& block_idx_last, const OptTensor& initial_state_idx);
+
 }  // namespace causal_conv1d::torch_ops

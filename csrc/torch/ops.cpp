@@ -20,8 +20,12 @@ std::string build_config() {
   s += "torch_version=" CAUSAL_CONV1D_TORCH_VERSION "\n";
   s += "hip_version=" CAUSAL_CONV1D_HIP_VERSION "\n";  // empty unless a HIP build
   s += "rocm_root=" CAUSAL_CONV1D_ROCM_ROOT "\n";
-  // Whether serving_fwd / serving_update have GPU kernels in this build (CPU only so far).
+  // Whether serving_fwd / serving_update have GPU kernels in this build.
+#if defined(CAUSAL_CONV1D_WITH_GPU)
+  s += "serving_gpu=1\n";
+#else
   s += "serving_gpu=0\n";
+#endif
   return s;
 }
 

@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 
 #include <string>
+#include <vector>
 
 #include "checks.h"
 
@@ -315,6 +316,61 @@ void validate_serving_update_metadata(const ServingUpdateParams& p) {
                   ")");
     }
   }
+}
+
+namespace {
+
+// Host copies of index tensors, kept alive for one validation.
+struct HostCopies {
+  std::vector<at::Tensor> keep;
+  IndexVec vec(const OptTensor& t) {
+    if (!t) return {};
+    keep.push_back(t->to(at::kCPU).contiguous());
+    return {keep.back().data_ptr<int32_t>(), 1};
+  }
+  // A (batch,) or (batch, blocks) table: data, seq stride, block stride.
+  const int32_t* table(const OptTensor& t, int64_t* seq_stride, int64_t* block_stride) {
+    if (!t) return nullptr;
+    keep.push_back(t->to(at::kCPU).contiguous());
+    const at::Tensor& h = keep.back();
+    *seq_stride = h.dim() == 2 ? h.size(1) : 1;
+    *block_stride = h.dim() == 2 ? 1 : 0;
+    return h.data_ptr<int32_t>();
+  }
+};
+
+}  // namespace
+
+void validate_serving_fwd_metadata_on_host(const ServingFwdParams& p, const at::Tensor& query_start_loc,
+                                           const OptTensor& cache_indices, const OptTensor& block_idx_first,
+                                           const OptTensor& block_idx_last, const OptTensor& initial_state_idx,
+                                           const OptTensor& num_computed_tokens) {
+  HostCopies h;
+  ServingFwdParams hp = p;
+  hp.query_start_loc = h.vec(query_start_loc);
+  hp.cache_indices = h.table(cache_indices, &hp.ci_seq_stride, &hp.ci_block_stride);
+  if (hp.prefix_caching) {
+    hp.block_idx_first = h.vec(block_idx_first);
+    hp.block_idx_last = h.vec(block_idx_last);
+    hp.initial_state_idx = h.vec(initial_state_idx);
+    hp.num_computed_tokens = h.vec(num_computed_tokens);
+  }
+  validate_serving_fwd_metadata(hp);
+}
+
+void validate_serving_update_metadata_on_host(const ServingUpdateParams& p, const OptTensor& conv_state_indices,
+                                              const OptTensor& num_accepted_tokens, const OptTensor& query_start_loc,
+                                              const OptTensor& block_idx_last, const OptTensor& initial_state_idx) {
+  HostCopies h;
+  ServingUpdateParams hp = p;
+  hp.conv_state_indices = h.table(conv_state_indices, &hp.csi_seq_stride, &hp.csi_block_stride);
+  hp.num_accepted_tokens = h.vec(num_accepted_tokens);
+  hp.query_start_loc = h.vec(query_start_loc);
+  if (hp.prefix_caching) {
+    hp.block_idx_last = h.vec(block_idx_last);
+    hp.initial_state_idx = h.vec(initial_state_idx);
+  }
+  validate_serving_update_metadata(hp);
 }
 
 }  // namespace causal_conv1d::torch_ops
