@@ -243,25 +243,26 @@ def test_speculative_decoding(sdevice, width, varlen):
     whole accepted sequence at once); the rejected drafts leave no trace."""
     rng = random.Random(5 + width)
     dim, batch, k = 40, 6, 3
-    dtype = torch.float32
+    dtype, dev = torch.float32, sdevice
     state_len = width - 1 + k  # vLLM's spec-decode cache: width - 1 + num_speculative_tokens
-    lines = torch.tensor(rng.sample(range(1, 10), batch), dtype=torch.int32)
-    states = torch.randn(10, state_len, dim, dtype=dtype).transpose(1, 2)
-    weight, bias = torch.randn(dim, width), torch.randn(dim)
+    lines = torch.tensor(rng.sample(range(1, 10), batch), dtype=torch.int32, device=dev)
+    states = torch.randn(10, state_len, dim, dtype=dtype, device=dev).transpose(1, 2)
+    weight, bias = torch.randn(dim, width, device=dev), torch.randn(dim, device=dev)
     prompt = [rng.randint(1, 12) for _ in range(batch)]
-    accepted_seqs = [torch.randn(dim, n) for n in prompt]
+    accepted_seqs = [torch.randn(dim, n, device=dev) for n in prompt]
     x = torch.cat(accepted_seqs, dim=1)
-    causal_conv1d_fn(x, weight, bias, states, query_start_loc(prompt, "cpu"), lines)
+    causal_conv1d_fn(x, weight, bias, states, query_start_loc(prompt, dev), lines)
     accepted_outs = [[] for _ in range(batch)]
-    num_accepted = torch.ones(batch, dtype=torch.int32)
+    num_accepted = torch.ones(batch, dtype=torch.int32, device=dev)
     for _ in range(5):
         counts = [k + 1] * batch if not varlen else [rng.randint(1, k + 1) for _ in range(batch)]
-        feeds = [torch.randn(dim, c) for c in counts]
+        feeds = [torch.randn(dim, c, device=dev) for c in counts]
         if varlen:
             xin = torch.cat(feeds, dim=1).t().contiguous()
+            q = query_start_loc(counts, dev)
             y = causal_conv1d_update(xin, states, weight, bias, "silu", lines, num_accepted_tokens=num_accepted,
-                                     query_start_loc=query_start_loc(counts, "cpu"), max_query_len=k + 1)
-            q = query_start_loc(counts, "cpu").tolist()
+                                     query_start_loc=q, max_query_len=k + 1)
+            q = q.tolist()
             ys = [y[q[i] : q[i + 1]].t() for i in range(batch)]
         else:
             xin = torch.stack(feeds)  # (batch, dim, k + 1)
@@ -276,8 +277,8 @@ def test_speculative_decoding(sdevice, width, varlen):
         assert_close(torch.cat(accepted_outs[i], dim=1), ref[:, prompt[i] :], dtype, what=f"row {i}")
     # Against the per-call reference too, including the positions past the state it writes.
     counts = [2, 4, 1, 3, 4, 2]
-    xin = torch.randn(sum(counts), dim)
-    kw = dict(num_accepted_tokens=num_accepted, query_start_loc=query_start_loc(counts, "cpu"))
+    xin = torch.randn(sum(counts), dim, device=dev)
+    kw = dict(num_accepted_tokens=num_accepted, query_start_loc=query_start_loc(counts, dev))
     expected_out, expected_states = update_ref(xin, states, weight, bias, True, lines, **kw)
     y = causal_conv1d_update(xin, states, weight, bias, "silu", lines, max_query_len=4, **kw)
     assert_close(y, expected_out, dtype)
@@ -535,20 +536,14 @@ def test_unsupported_modes_raise_before_any_work():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU visible")
 @pytest.mark.skipif(serving.gpu_kernels_available(), reason="this build has the serving GPU kernels")
-def test_gpu_tensors_raise_until_gpu_kernels_exist():
-    """No silent CPU fallback: GPU tensors raise NotImplementedError, from the public functions
-    and from the ops themselves."""
+def test_gpu_tensors_raise_without_gpu_kernels():
+    """A build without the serving GPU kernels (CAUSAL_CONV1D_BACKEND=cpu next to a GPU PyTorch)
+    raises NotImplementedError for GPU tensors: no silent copy to the host."""
     x, w, states, qsl, ci = (t.cuda() for t in _fn_args())
-    with pytest.raises(NotImplementedError, match="GPU kernels are not built yet"):
+    with pytest.raises(NotImplementedError, match="has no GPU kernels for the serving API"):
         causal_conv1d_fn(x, w, None, states, qsl, ci)
-    with pytest.raises(NotImplementedError, match="GPU kernels are not built yet"):
+    with pytest.raises(NotImplementedError, match="has no GPU kernels for the serving API"):
         causal_conv1d_update(torch.randn(2, 8, device="cuda"), states, w, conv_state_indices=ci)
-    with pytest.raises(NotImplementedError, match="GPU kernels are not built yet"):
-        ops.serving_fwd(x, w, None, states, qsl, ci, None, None, None, None, None, 0, -1, 0, True, False,
-                        torch.empty_like(x))
-    with pytest.raises(NotImplementedError, match="GPU kernels are not built yet"):
-        ops.serving_update(torch.randn(2, 8, device="cuda"), states, w, None, ci, None, None, None, None, -1, None,
-                           True, False)
 
 
 # --- registered ops: opcheck, torch.compile ----------------------------------------------------
@@ -611,3 +606,120 @@ def test_no_host_work_on_metadata(monkeypatch):
                          query_start_loc=torch.tensor([0, 1, 2]).int())
     assert calls == []
 
+
+
+# --- GPU only: CUDA graphs, unvalidated bad metadata, validate_data, 64-bit offsets ------------
+
+
+def _graph_case(rng, total, batch, dim, lines, device):
+    cuts = sorted(rng.sample(range(1, total), batch - 1))
+    lengths = [b - a for a, b in zip([0] + cuts, cuts + [total])]
+    return (query_start_loc(lengths, device),
+            torch.tensor(rng.sample(range(1, lines), batch), dtype=torch.int32, device=device),
+            torch.tensor([rng.random() < 0.5 for _ in range(batch)], device=device))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_cuda_graph_replay_with_new_metadata(dtype):
+    """Both functions captured in one CUDA (HIP) graph, replayed with new metadata values of the same
+    shapes (other sequence lengths, lines, initial-state flags, accepted counts): the results follow
+    the new values. Capture fails on any host synchronisation, so this also proves there is none."""
+    if not (torch.cuda.is_available() and serving.gpu_kernels_available()):
+        pytest.skip("needs a GPU and the serving GPU kernels")
+    rng = random.Random(11)
+    dev, dim, width, total, batch, lines = "cuda", 96, 4, 300, 5, 12
+    w = torch.randn(dim, width, device=dev, dtype=dtype)
+    b = torch.randn(dim, device=dev, dtype=dtype)
+    x = torch.empty(total, dim, device=dev, dtype=dtype)
+    cache = torch.empty(lines, width - 1 + 2, dim, device=dev, dtype=dtype).transpose(1, 2)
+    qsl, ci, his = _graph_case(rng, total, batch, dim, lines, dev)
+    xd = torch.empty(batch * 2, dim, device=dev, dtype=dtype)  # varlen decode, 2 tokens a row, speculative
+    dq = torch.arange(0, 2 * batch + 1, 2, dtype=torch.int32, device=dev)
+    acc = torch.ones(batch, dtype=torch.int32, device=dev)
+
+    def step():
+        out = causal_conv1d_fn(x.t(), w, b, cache, qsl, ci, his)
+        y = causal_conv1d_update(xd, cache, w, b, "silu", ci, num_accepted_tokens=acc, query_start_loc=dq,
+                                 max_query_len=2)
+        return out, y
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()  # warm-up outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out, y = step()
+    for trial in range(3):
+        new_qsl, new_ci, new_his = _graph_case(rng, total, batch, dim, lines, dev)
+        qsl.copy_(new_qsl), ci.copy_(new_ci), his.copy_(new_his)
+        acc.copy_(torch.tensor([rng.randint(1, 2) for _ in range(batch)], dtype=torch.int32))
+        x.copy_(torch.randn(total, dim, dtype=dtype))
+        xd_in = torch.randn(batch * 2, dim, dtype=dtype, device=dev)
+        xd.copy_(xd_in)
+        cache.copy_(torch.randn(lines, width + 1, dim, dtype=dtype).transpose(1, 2))
+        ref_out, ref_cache = fn_ref(x.t(), w, b, cache, qsl, ci, his)
+        ref_y, ref_cache = update_ref(xd_in, ref_cache, w, b, True, ci, num_accepted_tokens=acc, query_start_loc=dq)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_close(out, ref_out, dtype, what=f"replay {trial}: out")
+        assert_close(y, ref_y, dtype, what=f"replay {trial}: decode")
+        _assert_states_equal(cache, ref_cache, what=f"replay {trial}: cache")
+
+
+def test_gpu_bad_metadata_never_leaves_the_tensors():
+    """Without validate_data the GPU cannot raise on bad metadata; out-of-range lines are treated as
+    padding, offsets are clamped, and nothing outside the tensors is written (guard lines around
+    the cache stay untouched). With validate_data=True the same calls raise like the CPU's."""
+    if not (torch.cuda.is_available() and serving.gpu_kernels_available()):
+        pytest.skip("needs a GPU and the serving GPU kernels")
+    dev = "cuda"
+    backing = torch.randn(8, 16, 3, device=dev)
+    guard_before = backing.clone()
+    states = backing[2:6]  # lines 0..3 of the cache; lines 0-1 and 6-7 of backing are guards
+    x = torch.randn(16, 10, device=dev)
+    w = torch.randn(16, 4, device=dev)
+    qsl = torch.tensor([0, 4, 3, 99], dtype=torch.int32, device=dev)  # decreasing, past the end
+    ci = torch.tensor([1, 7, -5], dtype=torch.int32, device=dev)  # 7: not a line
+    causal_conv1d_fn(x, w, None, states, qsl, ci, None, null_block_id=None)
+    torch.cuda.synchronize()
+    assert torch.equal(backing[:2], guard_before[:2]) and torch.equal(backing[6:], guard_before[6:])
+    with pytest.raises(RuntimeError, match="non-decreasing"):
+        causal_conv1d_fn(x, w, None, states, qsl, ci, None, null_block_id=None, validate_data=True)
+    with pytest.raises(RuntimeError, match=r"cache_indices\[1\] = 7 is not a cache line"):
+        causal_conv1d_fn(x, w, None, states, query_start_loc([4, 3, 3], dev), ci, None, null_block_id=None,
+                         validate_data=True)
+    xd = torch.randn(3, 16, device=dev)
+    y = causal_conv1d_update(xd, states, w, None, "silu", ci)  # row 1 (line 7) and row 2 are padding
+    torch.cuda.synchronize()
+    assert torch.all(y[1:] == 0)
+    assert torch.equal(backing[:2], guard_before[:2]) and torch.equal(backing[6:], guard_before[6:])
+    with pytest.raises(RuntimeError, match=r"conv_state_indices\[1\] = 7 is not a cache line"):
+        causal_conv1d_update(torch.randn(3, 16, device=dev), states, w, None, "silu", ci, validate_data=True)
+
+
+def test_gpu_large_token_pitch():
+    """On the GPU: x a transposed slice of a (tokens, pitch) projection whose token pitch times the
+    token count passes 2^31 elements (4.3 GB of bf16)."""
+    if not (torch.cuda.is_available() and serving.gpu_kernels_available()):
+        pytest.skip("needs a GPU and the serving GPU kernels")
+    pitch, tokens, dim = 2**29 + 64, 5, 16
+    if torch.cuda.mem_get_info()[0] < 3 * tokens * pitch * 2:
+        pytest.skip("needs ~13 GB of free GPU memory")
+    wide = torch.empty(tokens, pitch, dtype=torch.bfloat16, device="cuda")
+    x = wide[:, 32 : 32 + dim].t()
+    x.copy_(torch.randn(dim, tokens, dtype=torch.bfloat16))
+    w = torch.randn(dim, 3, dtype=torch.bfloat16, device="cuda")
+    states = torch.randn(3, dim, 2, dtype=torch.bfloat16, device="cuda")
+    qsl = query_start_loc([2, 3], "cuda")
+    expected_out, expected_states = fn_ref(x, w, None, states, qsl, null_block_id=None)
+    out = causal_conv1d_fn(x, w, None, states, qsl, null_block_id=None)
+    assert_close(out, expected_out, torch.bfloat16)
+    _assert_states_equal(states, expected_states)
+    xv = wide[:, 64 : 64 + dim]
+    xv.copy_(torch.randn(tokens, dim, dtype=torch.bfloat16))
+    expected_out, expected_states = update_ref(xv, states, w, None, True, query_start_loc=qsl)
+    y = causal_conv1d_update(xv, states, w, None, "silu", query_start_loc=qsl)
+    assert_close(y, expected_out, torch.bfloat16)
+    _assert_states_equal(states, expected_states)
