@@ -54,3 +54,18 @@ def _update_fake(x, conv_state, weight, bias, out, silu_activation, cache_seqlen
 def _varlen_states_fake(x, cu_seqlens, state_len):
     batch = cu_seqlens.shape[0] - 1
     return x.new_empty((batch, state_len, x.shape[1])).transpose(1, 2)
+
+
+@torch.library.register_fake("causal_conv1d::serving_fwd")
+def _serving_fwd_fake(x, weight, bias, conv_states, query_start_loc, cache_indices, has_initial_state,
+                      block_idx_first_scheduled_token, block_idx_last_scheduled_token, initial_state_idx,
+                      num_computed_tokens, block_size_to_align, pad_slot_id, null_block_id, silu_activation,
+                      validate_data, out):
+    return None
+
+
+@torch.library.register_fake("causal_conv1d::serving_update")
+def _serving_update_fake(x, conv_state, weight, bias, conv_state_indices, num_accepted_tokens, query_start_loc,
+                         block_idx_last_scheduled_token, initial_state_idx, pad_slot_id, null_block_id,
+                         silu_activation, validate_data):
+    return None

@@ -30,7 +30,8 @@ LDS_LIMIT = 64 * 1024
 # Kernel families held to the --min-occupancy floors (the forward and decode kernels; the backward
 # has its own, BWD_FLOORS). Floors in waves/SIMD per arch: the tuning table
 # (csrc/kernels/tuning.h) asks the compiler for exactly these through the launch bounds.
-OCCUPANCY_FAMILIES = ("fwd_channel_first_kernel", "fwd_channel_last_kernel", "update_kernel", "update_decode_kernel")
+OCCUPANCY_FAMILIES = ("fwd_channel_first_kernel", "fwd_channel_last_kernel", "update_kernel", "update_decode_kernel",
+                      "serving_fwd_kernel", "serving_fwd_states_kernel", "serving_update_kernel")
 DEFAULT_FLOORS = ["gfx1201=12", "gfx1200=12", "gfx1100=12", "gfx942=6", "gfx90a=6"]
 # The backward kernels' floors per family and arch (csrc/kernels/tuning.h, bwd_cf_tuning /
 # bwd_cl_tuning): a kernel that needs more registers than its row allows would spill (checked

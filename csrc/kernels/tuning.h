@@ -252,4 +252,58 @@ struct VarlenTuning {
 
 __host__ __device__ constexpr VarlenTuning varlen_tuning(ArchFamily) { return {256, 1, 65535}; }
 
+// The serving API (serving.hip), first version: one channel per thread (consecutive threads,
+// consecutive channels: vLLM's x and cache keep dim contiguous, so a warp reads whole token rows),
+// a rolling window in registers. Prefill blocks take chunks of `chunk` tokens of one sequence.
+struct ServingFwdTuning {
+  int threads;     // channels per block
+  int occupancy;   // CC_LAUNCH_BOUNDS: NVIDIA blocks per SM, AMD waves per SIMD
+  int chunk;       // tokens per block: a chunk re-reads width - 1 tokens of halo (at most 3 / 64 = 5%)
+  int max_grid_y;  // work rows in the grid (the y limit); blocks loop over the rest
+};
+
+__host__ __device__ constexpr ServingFwdTuning serving_fwd_tuning(ArchFamily f) {
+  switch (f) {
+    // 8 blocks of 128 threads per SM (registers capped at 64: the kernel needs ~30) with the token
+    // loop unrolled by 2 (by 4 it spills scalar registers on gfx1201): 2 loads in flight a thread
+    // x 2 B x 1024 threads = 4 KB per SM, far short of the ~30 KB sm90 needs; a version with
+    // 16-byte loads per lane is the next step (not measured yet).
+    case ArchFamily::kNvidia: return {128, 8, 64, 65535};
+    // RDNA: 12 waves/SIMD (the compile report's floor; <= 128 VGPRs) x 2 SIMDs x 32 lanes x 2
+    // loads x 2 B = 3 KB per CU against the ~10 KB gfx1201 needs (not measured: no AMD GPU).
+    case ArchFamily::kRdna4: return {128, 12, 64, 65535};
+    case ArchFamily::kRdna3: return {128, 12, 64, 65535};
+    // wave64: 2 waves per block; 6 waves/SIMD is the compile report's floor.
+    case ArchFamily::kCdna: return {128, 6, 64, 65535};
+  }
+  return {128, 8, 64, 65535};
+}
+
+// The serving decode update (serving.hip): a thread owns one channel of one row (its few tokens
+// walked with the window in registers). Small blocks for the same reason as update_tuning: at
+// batch 1 the grid must still reach every CU (dim 8192 / 64 = 128 blocks).
+struct ServingUpdateTuning {
+  int threads;
+  int occupancy;   // CC_LAUNCH_BOUNDS: NVIDIA blocks per SM, AMD waves per SIMD
+  int max_grid_y;  // rows in the grid; threads loop over the rest
+};
+
+__host__ __device__ constexpr ServingUpdateTuning serving_update_tuning(ArchFamily f) {
+  switch (f) {
+    // The same residency as update_tuning (16 blocks of 64 threads, <= 64 registers; the kernel
+    // needs ~30): a decode step is latency-bound, resident warps hide it.
+    case ArchFamily::kNvidia: return {64, 16, 65535};
+    // 12 waves/SIMD, the compile report's floor (the kernel needs ~30 VGPRs on gfx1201).
+    case ArchFamily::kRdna4: return {64, 12, 65535};
+    case ArchFamily::kRdna3: return {64, 12, 65535};
+    // gfx942 spills VGPRs at 8 waves/SIMD (64 VGPRs: its scalar-register spills go to VGPR lanes);
+    // 6, the floor, allows 80.
+    case ArchFamily::kCdna: return {64, 6, 65535};
+  }
+  return {64, 16, 65535};
+}
+
+// The serving prefill's plan (serving.hip): one block scans the sequences' chunk counts.
+constexpr int kServingPlanThreads = 256;
+
 }  // namespace causal_conv1d::gpu

@@ -81,8 +81,6 @@ void check_launch(const char* op, const char* kernel, int code) {
   TORCH_CHECK(code == kSuccess, op, ": ", kernel, " failed: ", text, " (code ", code, ")");
 }
 
-namespace {
-
 // weight (dim, width) with a supported width; returns the width.
 int check_weight(const char* op, const at::Tensor& weight, const at::Tensor& x, int64_t dim) {
   TORCH_CHECK(weight.dim() == 2, op, ": weight must be (dim, width), got shape ", shape_str(weight.sizes()));
@@ -103,6 +101,14 @@ void check_bias(const char* op, const OptTensor& bias, const at::Tensor& weight,
   check_shape(op, "bias", *bias, {dim}, "(dim,)");
 }
 
+void check_no_overlap(const char* op, const char* name, const at::Tensor& a, const char* other, const at::Tensor& b) {
+  const auto overlap = at::get_overlap_status(a, b);
+  TORCH_CHECK(overlap != at::MemOverlapStatus::Full && overlap != at::MemOverlapStatus::Partial, op, ": ", name,
+              " must not share memory with ", other);
+}
+
+namespace {
+
 // A tensor with x's device, dtype and shape, and stride 1 along the dim x has it (its layout).
 void check_like_x(const char* op, const char* name, const at::Tensor& t, const at::Tensor& x, bool channel_last) {
   check_same_device(op, name, t, x);
@@ -112,12 +118,6 @@ void check_like_x(const char* op, const char* name, const at::Tensor& t, const a
   TORCH_CHECK(unit_stride(t, channel_last ? 1 : 2), op, ": ", name, " must have stride 1 along ",
               channel_last ? "dim (x is channel-last)" : "seqlen (x is channel-first)", ", got strides ",
               shape_str(t.strides()));
-}
-
-void check_no_overlap(const char* op, const char* name, const at::Tensor& a, const char* other, const at::Tensor& b) {
-  const auto overlap = at::get_overlap_status(a, b);
-  TORCH_CHECK(overlap != at::MemOverlapStatus::Full && overlap != at::MemOverlapStatus::Partial, op, ": ", name,
-              " must not share memory with ", other);
 }
 
 // (batch, dim, width - 1) states in x's dtype, any strides.

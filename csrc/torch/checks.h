@@ -10,6 +10,7 @@
 #include <string>
 
 #include "causal_conv1d/params.h"
+#include "causal_conv1d/serving.h"
 
 namespace causal_conv1d::torch_ops {
 
@@ -28,6 +29,12 @@ void check_shape(const char* op, const char* name, const at::Tensor& t, std::ini
 
 // Turns a launcher's status code into a RuntimeError naming the kernel family.
 void check_launch(const char* op, const char* kernel, int code);
+
+// weight (dim, width) with a supported width on x's device; returns the width.
+int check_weight(const char* op, const at::Tensor& weight, const at::Tensor& x, int64_t dim);
+// Optional bias (dim,) in weight's dtype on x's device.
+void check_bias(const char* op, const OptTensor& bias, const at::Tensor& weight, const at::Tensor& x, int64_t dim);
+void check_no_overlap(const char* op, const char* name, const at::Tensor& a, const char* other, const at::Tensor& b);
 
 // Builds FwdParams from the op's arguments after checking them all. Layout follows x.
 FwdParams make_fwd_params(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias,
@@ -49,5 +56,39 @@ VarlenStatesParams make_varlen_states_params(const at::Tensor& x, const at::Tens
 
 // Allocates the (batch, dim, state_len) channel-last states tensor varlen_states returns.
 at::Tensor new_varlen_states(const at::Tensor& x, const at::Tensor& cu_seqlens, int64_t state_len);
+
+// The serving API (serving.h): shapes, dtypes and devices of every argument, shared by the CPU
+// and GPU registrations (serving_checks.cpp). null_block_id / pad_slot_id: nullopt = none.
+ServingFwdParams make_serving_fwd_params(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias,
+                                         const at::Tensor& conv_states, const at::Tensor& query_start_loc,
+                                         const OptTensor& cache_indices, const OptTensor& has_initial_state,
+                                         const OptTensor& block_idx_first_scheduled_token,
+                                         const OptTensor& block_idx_last_scheduled_token,
+                                         const OptTensor& initial_state_idx, const OptTensor& num_computed_tokens,
+                                         int64_t block_size_to_align, std::optional<int64_t> pad_slot_id,
+                                         std::optional<int64_t> null_block_id, bool silu, const at::Tensor& out);
+
+ServingUpdateParams make_serving_update_params(const at::Tensor& x, const at::Tensor& conv_state,
+                                               const at::Tensor& weight, const OptTensor& bias,
+                                               const OptTensor& conv_state_indices,
+                                               const OptTensor& num_accepted_tokens, const OptTensor& query_start_loc,
+                                               const OptTensor& block_idx_last_scheduled_token,
+                                               const OptTensor& initial_state_idx, std::optional<int64_t> pad_slot_id,
+                                               std::optional<int64_t> null_block_id, bool silu);
+
+// The metadata's values (offsets, cache lines, block indices, accepted-token counts), read on the
+// host: params built from CPU tensors (or host copies of device metadata). Raises naming the entry.
+void validate_serving_fwd_metadata(const ServingFwdParams& p);
+void validate_serving_update_metadata(const ServingUpdateParams& p);
+
+// The same for params of device tensors: the index tensors are copied to the host first (a
+// synchronisation; the GPU ops do it only with validate_data=True).
+void validate_serving_fwd_metadata_on_host(const ServingFwdParams& p, const at::Tensor& query_start_loc,
+                                           const OptTensor& cache_indices, const OptTensor& block_idx_first,
+                                           const OptTensor& block_idx_last, const OptTensor& initial_state_idx,
+                                           const OptTensor& num_computed_tokens);
+void validate_serving_update_metadata_on_host(const ServingUpdateParams& p, const OptTensor& conv_state_indices,
+                                              const OptTensor& num_accepted_tokens, const OptTensor& query_start_loc,
+                                              const OptTensor& block_idx_last, const OptTensor& initial_state_idx);
 
 }  // namespace causal_conv1d::torch_ops

@@ -71,6 +71,37 @@ at::Tensor varlen_states_cpu(const at::Tensor& x, const at::Tensor& cu_seqlens, 
   return states;
 }
 
+// The serving API. The metadata lives on the CPU, so it is always validated (validate_data only
+// matters on the GPU, where it costs a synchronisation).
+void serving_fwd_cpu(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias,
+                     const at::Tensor& conv_states, const at::Tensor& query_start_loc, const OptTensor& cache_indices,
+                     const OptTensor& has_initial_state, const OptTensor& block_idx_first_scheduled_token,
+                     const OptTensor& block_idx_last_scheduled_token, const OptTensor& initial_state_idx,
+                     const OptTensor& num_computed_tokens, int64_t block_size_to_align,
+                     std::optional<int64_t> pad_slot_id, std::optional<int64_t> null_block_id, bool silu_activation,
+                     bool validate_data, const at::Tensor& out) {
+  const ServingFwdParams p = make_serving_fwd_params(
+      x, weight, bias, conv_states, query_start_loc, cache_indices, has_initial_state, block_idx_first_scheduled_token,
+      block_idx_last_scheduled_token, initial_state_idx, num_computed_tokens, block_size_to_align, pad_slot_id,
+      null_block_id, silu_activation, out);
+  validate_serving_fwd_metadata(p);
+  check_launch("serving.causal_conv1d_fn", "cpu::launch_serving_fwd", cpu::launch_serving_fwd(p, torch_parallel_for));
+}
+
+void serving_update_cpu(const at::Tensor& x, const at::Tensor& conv_state, const at::Tensor& weight,
+                        const OptTensor& bias, const OptTensor& conv_state_indices,
+                        const OptTensor& num_accepted_tokens, const OptTensor& query_start_loc,
+                        const OptTensor& block_idx_last_scheduled_token, const OptTensor& initial_state_idx,
+                        std::optional<int64_t> pad_slot_id, std::optional<int64_t> null_block_id, bool silu_activation,
+                        bool validate_data) {
+  const ServingUpdateParams p = make_serving_update_params(
+      x, conv_state, weight, bias, conv_state_indices, num_accepted_tokens, query_start_loc,
+      block_idx_last_scheduled_token, initial_state_idx, pad_slot_id, null_block_id, silu_activation);
+  validate_serving_update_metadata(p);
+  check_launch("serving.causal_conv1d_update", "cpu::launch_serving_update",
+               cpu::launch_serving_update(p, torch_parallel_for));
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(causal_conv1d, CPU, m) {
@@ -78,6 +109,8 @@ TORCH_LIBRARY_IMPL(causal_conv1d, CPU, m) {
   m.impl("bwd", &bwd_cpu);
   m.impl("update", &update_cpu);
   m.impl("varlen_states", &varlen_states_cpu);
+  m.impl("serving_fwd", &serving_fwd_cpu);
+  m.impl("serving_update", &serving_update_cpu);
 }
 
 }  // namespace causal_conv1d::torch_ops

@@ -110,6 +110,51 @@ at::Tensor varlen_states_gpu(const at::Tensor& x, const at::Tensor& cu_seqlens, 
   return states;
 }
 
+// The serving API. Nothing reads the metadata on the host unless validate_data asks for it (a
+// synchronisation: host copies of the index tensors, checked as on the CPU, before the launch).
+void serving_fwd_gpu(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias,
+                     const at::Tensor& conv_states, const at::Tensor& query_start_loc, const OptTensor& cache_indices,
+                     const OptTensor& has_initial_state, const OptTensor& block_idx_first_scheduled_token,
+                     const OptTensor& block_idx_last_scheduled_token, const OptTensor& initial_state_idx,
+                     const OptTensor& num_computed_tokens, int64_t block_size_to_align,
+                     std::optional<int64_t> pad_slot_id, std::optional<int64_t> null_block_id, bool silu_activation,
+                     bool validate_data, const at::Tensor& out) {
+  constexpr const char* kOp = "serving.causal_conv1d_fn";
+  const c10::DeviceGuard guard(x.device());
+  const DeviceDesc& dev = checked_device(kOp, x.device());
+  const ServingFwdParams p = make_serving_fwd_params(
+      x, weight, bias, conv_states, query_start_loc, cache_indices, has_initial_state, block_idx_first_scheduled_token,
+      block_idx_last_scheduled_token, initial_state_idx, num_computed_tokens, block_size_to_align, pad_slot_id,
+      null_block_id, silu_activation, out);
+  if (validate_data)
+    validate_serving_fwd_metadata_on_host(p, query_start_loc, cache_indices, block_idx_first_scheduled_token,
+                                          block_idx_last_scheduled_token, initial_state_idx, num_computed_tokens);
+  int64_t elems = 0;
+  check_launch(kOp, "serving_fwd_workspace_elems", gpu::serving_fwd_workspace_elems(p, dev, &elems));
+  // Where each sequence's chunks start, computed on the device (no host copy of query_start_loc).
+  const at::Tensor workspace = at::empty({elems}, x.options().dtype(at::kInt));
+  check_launch(kOp, "serving_fwd_kernel",
+               gpu::launch_serving_fwd(p, workspace.data_ptr<int32_t>(), dev, current_stream(x.device())));
+}
+
+void serving_update_gpu(const at::Tensor& x, const at::Tensor& conv_state, const at::Tensor& weight,
+                        const OptTensor& bias, const OptTensor& conv_state_indices,
+                        const OptTensor& num_accepted_tokens, const OptTensor& query_start_loc,
+                        const OptTensor& block_idx_last_scheduled_token, const OptTensor& initial_state_idx,
+                        std::optional<int64_t> pad_slot_id, std::optional<int64_t> null_block_id, bool silu_activation,
+                        bool validate_data) {
+  constexpr const char* kOp = "serving.causal_conv1d_update";
+  const c10::DeviceGuard guard(x.device());
+  const DeviceDesc& dev = checked_device(kOp, x.device());
+  const ServingUpdateParams p = make_serving_update_params(
+      x, conv_state, weight, bias, conv_state_indices, num_accepted_tokens, query_start_loc,
+      block_idx_last_scheduled_token, initial_state_idx, pad_slot_id, null_block_id, silu_activation);
+  if (validate_data)
+    validate_serving_update_metadata_on_host(p, conv_state_indices, num_accepted_tokens, query_start_loc,
+                                             block_idx_last_scheduled_token, initial_state_idx);
+  check_launch(kOp, "serving_update_kernel", gpu::launch_serving_update(p, dev, current_stream(x.device())));
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(causal_conv1d, CUDA, m) {
@@ -117,6 +162,8 @@ TORCH_LIBRARY_IMPL(causal_conv1d, CUDA, m) {
   m.impl("bwd", &bwd_gpu);
   m.impl("update", &update_gpu);
   m.impl("varlen_states", &varlen_states_gpu);
+  m.impl("serving_fwd", &serving_fwd_gpu);
+  m.impl("serving_update", &serving_update_gpu);
 }
 
 }  // namespace causal_conv1d::torch_ops

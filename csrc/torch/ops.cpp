@@ -20,6 +20,12 @@ std::string build_config() {
   s += "torch_version=" CAUSAL_CONV1D_TORCH_VERSION "\n";
   s += "hip_version=" CAUSAL_CONV1D_HIP_VERSION "\n";  // empty unless a HIP build
   s += "rocm_root=" CAUSAL_CONV1D_ROCM_ROOT "\n";
+  // Whether serving_fwd / serving_update have GPU kernels in this build.
+#if defined(CAUSAL_CONV1D_WITH_GPU)
+  s += "serving_gpu=1\n";
+#else
+  s += "serving_gpu=0\n";
+#endif
   return s;
 }
 
@@ -57,6 +63,20 @@ TORCH_LIBRARY(causal_conv1d, m) {
       "bool silu_activation, Tensor? cache_seqlens, Tensor? conv_state_indices) -> ()",
       tags);
   m.def("varlen_states(Tensor x, Tensor cu_seqlens, int state_len) -> Tensor", tags);
+  // The serving API (causal_conv1d/serving.py, csrc/include/causal_conv1d/serving.h).
+  m.def(
+      "serving_fwd(Tensor x, Tensor weight, Tensor? bias, Tensor(a!) conv_states, Tensor query_start_loc, "
+      "Tensor? cache_indices, Tensor? has_initial_state, Tensor? block_idx_first_scheduled_token, "
+      "Tensor? block_idx_last_scheduled_token, Tensor? initial_state_idx, Tensor? num_computed_tokens, "
+      "int block_size_to_align, int? pad_slot_id, int? null_block_id, bool silu_activation, bool validate_data, "
+      "Tensor(b!) out) -> ()",
+      tags);
+  m.def(
+      "serving_update(Tensor(a!) x, Tensor(b!) conv_state, Tensor weight, Tensor? bias, Tensor? conv_state_indices, "
+      "Tensor? num_accepted_tokens, Tensor? query_start_loc, Tensor? block_idx_last_scheduled_token, "
+      "Tensor? initial_state_idx, int? pad_slot_id, int? null_block_id, bool silu_activation, bool validate_data) "
+      "-> ()",
+      tags);
   m.def("build_config() -> str", &causal_conv1d::torch_ops::build_config);
   m.def("arch_supported(str device_arch) -> bool", &causal_conv1d::torch_ops::arch_supported);
 }

@@ -16,6 +16,7 @@ namespace blockprim = ::hipcub;
 }
 #else
 #include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
 namespace causal_conv1d::gpu {
 namespace blockprim = ::cub;
 }

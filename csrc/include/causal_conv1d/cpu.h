@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "causal_conv1d/params.h"
+#include "causal_conv1d/serving.h"
 #include "causal_conv1d/status.h"
 
 namespace causal_conv1d::cpu {
@@ -23,5 +24,8 @@ int launch_fwd(const FwdParams& p, const ParallelFor& pfor);
 int launch_bwd(const BwdParams& p, const ParallelFor& pfor);
 int launch_update(const UpdateParams& p, const ParallelFor& pfor);
 int launch_varlen_states(const VarlenStatesParams& p, const ParallelFor& pfor);
+// The serving API (serving.h). Metadata is read as given: the torch layer validates it first.
+int launch_serving_fwd(const ServingFwdParams& p, const ParallelFor& pfor);
+int launch_serving_update(const ServingUpdateParams& p, const ParallelFor& pfor);
 
 }  // namespace causal_conv1d::cpu

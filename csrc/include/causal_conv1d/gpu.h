@@ -11,6 +11,7 @@
 
 #include "causal_conv1d/arch_check.h"
 #include "causal_conv1d/params.h"
+#include "causal_conv1d/serving.h"
 #include "causal_conv1d/status.h"
 
 namespace causal_conv1d::gpu {
@@ -43,5 +44,12 @@ int launch_update(const UpdateParams& p, const DeviceDesc& dev, void* stream);
 int bwd_workspace_elems(const BwdParams& p, const DeviceDesc& dev, int64_t* elems);
 int launch_bwd(const BwdParams& p, const DeviceDesc& dev, void* stream);
 int launch_varlen_states(const VarlenStatesParams& p, const DeviceDesc& dev, void* stream);
+
+// The serving API (serving.h). The prefill needs an int32 device workspace of
+// serving_fwd_workspace_elems() elements (where each sequence's chunks start, computed on the
+// device); neither launcher reads metadata on the host.
+int serving_fwd_workspace_elems(const ServingFwdParams& p, const DeviceDesc& dev, int64_t* elems);
+int launch_serving_fwd(const ServingFwdParams& p, int32_t* workspace, const DeviceDesc& dev, void* stream);
+int launch_serving_update(const ServingUpdateParams& p, const DeviceDesc& dev, void* stream);
 
 }  // namespace causal_conv1d::gpu

@@ -1,0 +1,277 @@
+// The serving API on the GPU (semantics: csrc/include/causal_conv1d/serving.h), first version.
+//
+// Nothing here reads metadata on the host: every grid is sized from shapes, and sequences are found
+// on the device.
+//
+// Prefill. Each sequence is cut into chunks of `chunk` tokens (tuning.h); a block row takes one
+// chunk of one sequence. serving_plan_kernel (one block) first writes, for every sequence, the
+// index of its first chunk among all chunks (an exclusive scan of the chunk counts) into a
+// workspace; a block row binary-searches it for its sequence. The grid has batch +
+// ceil(total_tokens / chunk) rows, which bounds the chunk count of any split of total_tokens into
+// batch sequences; rows past the last chunk exit. Thread c of a block owns channel c: consecutive
+// threads read consecutive channels of a token row (vLLM's x keeps dim contiguous), and each thread
+// walks its chunk's tokens with the width - 1 previous inputs in registers, reading the halo
+// before the chunk from x (or, in the first chunk, from the initial window: the tokens whose window
+// reaches before the sequence all lie in the first chunk, chunk >= width - 1). The cache writes
+// (final window, prefix-caching block windows) depend on x and the initial window only and come
+// from serving_fwd_states_kernel, launched after it: every initial window has been read by then,
+// so a line that is both read and written (in_line == out_line) needs no ordering inside a kernel.
+//
+// Decode. Thread c of block (cx, row) owns channel c of one row: it reads the row's window into
+// registers, writes the new state from them and from x, then computes the outputs into x in place
+// (each token is read before its output replaces it).
+//
+// Padded and invalid entries (serving_fwd_row / serving_update_row) get zero outputs and no state
+// access; invalid offsets are clamped into x: an unvalidated call never touches memory outside its
+// tensors.
+#include <algorithm>
+
+#include "causal_conv1d/block_prims.h"
+#include "causal_conv1d/dispatch.h"
+#include "causal_conv1d/gpu.h"
+#include "kernel_utils.h"
+#include "tuning.h"
+
+namespace causal_conv1d::gpu {
+
+namespace {
+
+// first_work[i] = sum over j < i of ceil(len_j / chunk), first_work[batch] = the total.
+__global__ void __launch_bounds__(kServingPlanThreads)
+    serving_plan_kernel(ServingFwdParams p, int chunk, int32_t* first_work) {
+  using Scan = blockprim::BlockScan<int32_t, kServingPlanThreads>;
+  __shared__ typename Scan::TempStorage scratch;
+  int32_t carry = 0;
+  for (int64_t base = 0; base < p.batch; base += kServingPlanThreads) {
+    const int64_t i = base + threadIdx.x;
+    int32_t chunks = 0;
+    if (i < p.batch) {
+      int64_t start, len;
+      serving_token_range(p.query_start_loc, i, p.total_tokens, &start, &len);
+      chunks = static_cast<int32_t>((len + chunk - 1) / chunk);
+    }
+    int32_t before, sum;
+    Scan(scratch).ExclusiveSum(chunks, before, sum);
+    if (i < p.batch) first_work[i] = carry + before;
+    carry += sum;
+    __syncthreads();  // scratch is reused by the next tile
+  }
+  if (threadIdx.x == 0) first_work[p.batch] = carry;
+}
+
+// Weights and bias of channel c as floats.
+template <int kWidth, typename Params>
+__device__ __forceinline__ void channel_weights(const Params& p, int64_t c, float (&w)[kWidth], float& bias) {
+  bias = 0.0f;
+  with_dtype(p.w_dtype, [&](auto tag) {
+    using WT = typename decltype(tag)::type;
+    const WT* wp = static_cast<const WT*>(p.weight);
+    static_for<kWidth>([&](auto k) { w[k] = to_float(wp[c * p.weight_c_stride + k * p.weight_w_stride]); });
+    if (p.bias != nullptr) bias = to_float(static_cast<const WT*>(p.bias)[c * p.bias_stride]);
+  });
+}
+
+template <typename T, int kWidth, bool kSilu>
+__global__ void CC_LAUNCH_BOUNDS(serving_fwd_tuning(kTargetFamily))
+    serving_fwd_kernel(ServingFwdParams p, const int32_t* first_work) {
+  constexpr ServingFwdTuning kTune = serving_fwd_tuning(kTargetFamily);
+  constexpr int kHalo = kWidth - 1;
+  static_assert(kTune.chunk >= kHalo, "a sequence's first chunk must hold every token that reads its initial window");
+  const int64_t c = int64_t(blockIdx.x) * kTune.threads + threadIdx.x;
+  if (c >= p.dim) return;
+  float w[kWidth], bias;
+  channel_weights<kWidth>(p, c, w, bias);
+  const int64_t sl = p.state_l_stride;
+  const int64_t xs = p.x_l_stride;
+
+  const int32_t total_work = first_work[p.batch];
+  for (int64_t work = blockIdx.y; work < total_work; work += gridDim.y) {
+    // The sequence i with first_work[i] <= work < first_work[i + 1] (empty sequences have no work).
+    int64_t lo = 0, hi = p.batch;
+    while (hi - lo > 1) {
+      const int64_t mid = (lo + hi) / 2;
+      if (first_work[mid] <= work) {
+        lo = mid;
+      } else {
+        hi = mid;
+      }
+    }
+    const int64_t i = lo;
+    const int64_t t0 = (work - first_work[i]) * kTune.chunk;
+    const ServingRow r = serving_fwd_row(p, i);
+    const int64_t t1 = min(t0 + int64_t(kTune.chunk), r.len);
+    const T* x = static_cast<const T*>(p.x) + r.start * xs + c * p.x_c_stride;
+    T* out = static_cast<T*>(p.out) + r.start * p.out_l_stride + c * p.out_c_stride;
+    if (r.skip) {
+      for (int64_t t = t0; t < t1; ++t) out[t * p.out_l_stride] = from_float<T>(0.0f);
+      continue;
+    }
+
+    // The window before t0: the initial window (or zeros) in the first chunk, x's tokens in the
+    // others.
+    float win[kWidth];
+    if (t0 == 0) {
+      static_for<kHalo>([&](auto k) { win[k] = 0.0f; });
+      if (p.has_initial_state && p.has_initial_state[i * p.his_stride]) {
+        const T* in = static_cast<const T*>(p.conv_states) + r.in_line * p.state_line_stride + c * p.state_c_stride;
+        static_for<kHalo>([&](auto k) { win[k] = to_float(in[int64_t(k) * sl]); });
+      }
+    } else {
+      static_for<kHalo>([&](auto k) { win[k] = to_float(x[(t0 - kHalo + int64_t(k)) * xs]); });
+    }
+#pragma unroll 2
+    for (int64_t t = t0; t < t1; ++t) {
+      win[kHalo] = to_float(x[t * xs]);
+      float acc = bias;
+      static_for<kWidth>([&](auto k) { acc += w[k] * win[k]; });
+      out[t * p.out_l_stride] = from_float<T>(kSilu ? silu_to<T>(acc) : acc);
+      static_for<kHalo>([&](auto k) { win[k] = win[k + 1]; });
+    }
+  }
+}
+
+// The prefill's cache writes, after serving_fwd_kernel (stream order: every initial window has
+// been read): thread c of block (cx, i) writes, for channel c of sequence i, the window before each
+// block boundary inside the chunk (prefix caching) and the final window. A kernel of its own keeps
+// the prefix-caching metadata out of the outputs kernel's scalar registers.
+template <typename T, int kWidth>
+__global__ void CC_LAUNCH_BOUNDS(serving_fwd_tuning(kTargetFamily)) serving_fwd_states_kernel(ServingFwdParams p) {
+  constexpr ServingFwdTuning kTune = serving_fwd_tuning(kTargetFamily);
+  constexpr int kHalo = kWidth - 1;
+  const int64_t c = int64_t(blockIdx.x) * kTune.threads + threadIdx.x;
+  if (c >= p.dim) return;
+  const int64_t sl = p.state_l_stride;
+  for (int64_t i = blockIdx.y; i < p.batch; i += gridDim.y) {
+    const ServingRow r = serving_fwd_row(p, i);
+    if (r.skip || r.len == 0) continue;
+    const T* x = static_cast<const T*>(p.x) + r.start * p.x_l_stride + c * p.x_c_stride;
+    T* states = static_cast<T*>(p.conv_states) + c * p.state_c_stride;
+    float init[kHalo];
+    static_for<kHalo>([&](auto k) { init[k] = 0.0f; });
+    if (p.has_initial_state && p.has_initial_state[i * p.his_stride]) {
+      const T* in = states + r.in_line * p.state_line_stride;
+      static_for<kHalo>([&](auto k) { init[k] = to_float(in[int64_t(k) * sl]); });
+    }
+    // The last width - 1 entries of [init, x[0 .. end)], shifted in (entries are copied exactly:
+    // T -> float -> T is the identity); no run-time index into a register array.
+    auto write_window = [&](int64_t line, int64_t end) CC_INLINE_LAMBDA {
+      float v[kHalo];
+      static_for<kHalo>([&](auto k) { v[k] = init[k]; });
+      for (int64_t t = max(end - kHalo, int64_t(0)); t < end; ++t) {
+        static_for<kHalo - 1>([&](auto k) { v[k] = v[k + 1]; });
+        v[kHalo - 1] = to_float(x[t * p.x_l_stride]);
+      }
+      T* dst = states + line * p.state_line_stride;
+      static_for<kHalo>([&](auto k) { dst[int64_t(k) * sl] = from_float<T>(v[k]); });
+    };
+    if (p.prefix_caching) {
+      const int64_t first = p.block_idx_first.at(i);
+      const int64_t count = p.block_idx_last.at(i) - first;
+      int64_t boundary = first_block_boundary(p.num_computed_tokens.at(i), p.block_size);
+      for (int64_t k = 0; k < count; ++k, boundary += p.block_size) {
+        const int64_t line = serving_line(p.cache_indices, p.ci_seq_stride, p.ci_block_stride, p.ci_blocks, i,
+                                          first + k, p.num_cache_lines, p.padding);
+        if (line >= 0 && boundary > 0 && boundary < r.len) write_window(line, boundary);
+      }
+    }
+    if (r.out_line >= 0) write_window(r.out_line, r.len);
+  }
+}
+
+template <typename T, int kWidth, bool kSilu>
+__global__ void CC_LAUNCH_BOUNDS(serving_update_tuning(kTargetFamily)) serving_update_kernel(ServingUpdateParams p) {
+  constexpr ServingUpdateTuning kTune = serving_update_tuning(kTargetFamily);
+  constexpr int kHalo = kWidth - 1;
+  const int64_t c = int64_t(blockIdx.x) * kTune.threads + threadIdx.x;
+  if (c >= p.dim) return;
+  float w[kWidth], bias;
+  channel_weights<kWidth>(p, c, w, bias);
+  const int64_t sl = p.state_l_stride;
+  const int64_t xs = p.x_l_stride;
+  const bool varlen = p.query_start_loc.data != nullptr;
+
+  for (int64_t i = blockIdx.y; i < p.batch; i += gridDim.y) {
+    int64_t offset, new_len;
+    const ServingRow r = serving_update_row(p, i, &offset, &new_len);
+    if (r.len == 0) continue;
+    T* x = static_cast<T*>(p.x) + (varlen ? r.start * xs : i * p.x_batch_stride) + c * p.x_c_stride;
+    if (r.skip) {
+      for (int64_t t = 0; t < r.len; ++t) x[t * xs] = from_float<T>(0.0f);
+      continue;
+    }
+    T* states = static_cast<T*>(p.conv_state) + c * p.state_c_stride;
+    const T* in = states + r.in_line * p.state_line_stride;
+    T window[kHalo];
+    static_for<kHalo>([&](auto k) { window[k] = in[(offset + int64_t(k)) * sl]; });
+
+    // New state: the last new_len entries of [window, x], read before x is overwritten.
+    if (r.out_line >= 0) {
+      T* dst = states + r.out_line * p.state_line_stride;
+      const int64_t drop = kHalo + r.len - new_len;  // entries of [window, x] the state does not keep
+      static_for<kHalo>([&](auto k) {
+        if (int64_t(k) >= drop) dst[(int64_t(k) - drop) * sl] = window[k];
+      });
+      for (int64_t t = max(drop - kHalo, int64_t(0)); t < r.len; ++t) dst[(kHalo + t - drop) * sl] = x[t * xs];
+    }
+
+    float win[kWidth];
+    static_for<kHalo>([&](auto k) { win[k] = to_float(window[k]); });
+    for (int64_t t = 0; t < r.len; ++t) {
+      win[kHalo] = to_float(x[t * xs]);
+      float acc = bias;
+      static_for<kWidth>([&](auto k) { acc += w[k] * win[k]; });
+      x[t * xs] = from_float<T>(kSilu ? silu_to<T>(acc) : acc);
+      static_for<kHalo>([&](auto k) { win[k] = win[k + 1]; });
+    }
+  }
+}
+
+}  // namespace
+
+int serving_fwd_workspace_elems(const ServingFwdParams& p, const DeviceDesc&, int64_t* elems) {
+  *elems = p.batch + 1;
+  return kSuccess;
+}
+
+int launch_serving_fwd(const ServingFwdParams& p, int32_t* workspace, const DeviceDesc& dev, void* stream) {
+  if (p.batch == 0 || p.dim == 0 || p.total_tokens == 0) return kSuccess;
+  const ServingFwdTuning tune = serving_fwd_tuning(dev.family);
+  // Work rows that bound the chunk count of any split; 32-bit indices on the device.
+  const int64_t work_rows = p.batch + (p.total_tokens + tune.chunk - 1) / tune.chunk;
+  if (work_rows >= (int64_t(1) << 31)) return kErrInvalidParams;
+  const auto s = static_cast<Stream>(stream);
+  serving_plan_kernel<<<1, kServingPlanThreads, 0, s>>>(p, tune.chunk, workspace);
+  if (const int status = launch_status()) return status;
+  const dim3 grid(ceil_div_u(p.dim, tune.threads),
+                  static_cast<unsigned>(std::min<int64_t>(work_rows, tune.max_grid_y)));
+  return dispatch_dtype(p.x_dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return dispatch_width(p.width, [&](auto W) {
+      return dispatch_bool(p.silu, [&](auto Silu) {
+        serving_fwd_kernel<T, decltype(W)::value, decltype(Silu)::value><<<grid, tune.threads, 0, s>>>(p, workspace);
+        if (const int status = launch_status()) return status;
+        const dim3 states_grid(grid.x, static_cast<unsigned>(std::min<int64_t>(p.batch, tune.max_grid_y)));
+        serving_fwd_states_kernel<T, decltype(W)::value><<<states_grid, tune.threads, 0, s>>>(p);
+        return launch_status();
+      });
+    });
+  });
+}
+
+int launch_serving_update(const ServingUpdateParams& p, const DeviceDesc& dev, void* stream) {
+  if (p.batch == 0 || p.dim == 0) return kSuccess;
+  const ServingUpdateTuning tune = serving_update_tuning(dev.family);
+  const dim3 grid(ceil_div_u(p.dim, tune.threads), static_cast<unsigned>(std::min<int64_t>(p.batch, tune.max_grid_y)));
+  const auto s = static_cast<Stream>(stream);
+  return dispatch_dtype(p.x_dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return dispatch_width(p.width, [&](auto W) {
+      return dispatch_bool(p.silu, [&](auto Silu) {
+        serving_update_kernel<T, decltype(W)::value, decltype(Silu)::value><<<grid, tune.threads, 0, s>>>(p);
+        return launch_status();
+      });
+    });
+  });
+}
+
+}  // namespace causal_conv1d::gpu

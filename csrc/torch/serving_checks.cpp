@@ -1,0 +1,376 @@
+// Argument checks of the serving API (causal_conv1d/serving.py): shapes, dtypes and devices here,
+// for every backend; the metadata's values in validate_serving_*_metadata, which reads them on the
+// host (the CPU backend always, the GPU only when asked to, since it costs a synchronisation).
+#include <ATen/MemoryOverlap.h>
+#include <c10/util/Exception.h>
+
+#include <string>
+#include <vector>
+
+#include "checks.h"
+
+namespace causal_conv1d::torch_ops {
+
+namespace {
+
+constexpr const char* kFn = "serving.causal_conv1d_fn";
+constexpr const char* kUpd = "serving.causal_conv1d_update";
+
+bool unit_stride(const at::Tensor& t, int d) { return t.size(d) <= 1 || t.stride(d) == 1; }
+
+void check_int32(const char* op, const char* name, const at::Tensor& t, const at::Tensor& x) {
+  check_same_device(op, name, t, x);
+  TORCH_CHECK(t.scalar_type() == at::kInt, op, ": ", name, " must be int32, got ", t.scalar_type());
+}
+
+// An int32 (n,) vector.
+IndexVec index_vec(const char* op, const char* name, const OptTensor& t, const at::Tensor& x, int64_t n) {
+  IndexVec v;
+  if (!t) return v;
+  check_int32(op, name, *t, x);
+  check_shape(op, name, *t, {n}, "(batch,)");
+  v.data = t->data_ptr<int32_t>();
+  v.stride = t->stride(0);
+  return v;
+}
+
+// cache_indices / conv_state_indices: int32 (batch,) or (batch, blocks), any strides.
+void index_table(const char* op, const char* name, const at::Tensor& t, const at::Tensor& x, int64_t batch,
+                 const int32_t** data, int64_t* seq_stride, int64_t* block_stride, int64_t* blocks) {
+  check_int32(op, name, t, x);
+  TORCH_CHECK((t.dim() == 1 || t.dim() == 2) && t.size(0) == batch, op, ": ", name,
+              " must be (batch,) or, with prefix caching, (batch, blocks) with batch = ", batch, ", got shape ",
+              shape_str(t.sizes()));
+  *data = t.data_ptr<int32_t>();
+  *seq_stride = t.stride(0);
+  *blocks = t.dim() == 2 ? t.size(1) : 1;
+  *block_stride = t.dim() == 2 ? t.stride(1) : 0;
+}
+
+// (num_cache_lines, dim, state_len >= width - 1) in x's dtype; returns its sizes and strides.
+template <typename Params>
+void take_cache(const char* op, const char* name, const at::Tensor& s, const at::Tensor& x, Params& p) {
+  check_same_device(op, name, s, x);
+  TORCH_CHECK(s.dim() == 3, op, ": ", name, " must be (cache_lines, dim, state_len), got shape ", shape_str(s.sizes()));
+  TORCH_CHECK(s.scalar_type() == x.scalar_type(), op, ": ", name, " must have x's dtype (", x.scalar_type(), "), got ",
+              s.scalar_type());
+  TORCH_CHECK(s.size(1) == p.dim, op, ": ", name, ".size(1) must be dim = ", p.dim, ", got ", s.size(1));
+  TORCH_CHECK(s.size(2) >= p.width - 1, op, ": ", name, "'s state_len (size(2)) must be >= width - 1 = ", p.width - 1,
+              ", got ", s.size(2));
+  TORCH_CHECK(s.size(0) < (int64_t(1) << 31), op, ": ", name, " must have fewer than 2^31 cache lines, got ",
+              s.size(0));
+  p.num_cache_lines = s.size(0);
+  p.state_len = s.size(2);
+  p.state_line_stride = s.stride(0);
+  p.state_c_stride = s.stride(1);
+  p.state_l_stride = s.stride(2);
+}
+
+PaddingRule padding_rule(std::optional<int64_t> pad_slot_id, std::optional<int64_t> null_block_id) {
+  PaddingRule r;
+  r.has_pad_slot = pad_slot_id.has_value();
+  r.pad_slot_id = pad_slot_id.value_or(-1);
+  r.has_null_block = null_block_id.has_value();
+  r.null_block_id = null_block_id.value_or(0);
+  return r;
+}
+
+template <typename Params>
+void take_weight_bias(const at::Tensor& weight, const OptTensor& bias, Params& p) {
+  p.w_dtype = float_dtype("", "weight", weight);
+  p.weight = weight.data_ptr();
+  p.weight_c_stride = weight.stride(0);
+  p.weight_w_stride = weight.stride(1);
+  if (bias) {
+    p.bias = bias->data_ptr();
+    p.bias_stride = bias->stride(0);
+  }
+}
+
+}  // namespace
+
+ServingFwdParams make_serving_fwd_params(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias,
+                                         const at::Tensor& conv_states, const at::Tensor& query_start_loc,
+                                         const OptTensor& cache_indices, const OptTensor& has_initial_state,
+                                         const OptTensor& block_idx_first_scheduled_token,
+                                         const OptTensor& block_idx_last_scheduled_token,
+                                         const OptTensor& initial_state_idx, const OptTensor& num_computed_tokens,
+                                         int64_t block_size_to_align, std::optional<int64_t> pad_slot_id,
+                                         std::optional<int64_t> null_block_id, bool silu, const at::Tensor& out) {
+  TORCH_CHECK(x.dim() == 2, kFn, ": x must be (dim, total_tokens), got shape ", shape_str(x.sizes()));
+  ServingFwdParams p;
+  p.dim = x.size(0);
+  p.total_tokens = x.size(1);
+  p.x_dtype = float_dtype(kFn, "x", x);
+  TORCH_CHECK(unit_stride(x, 0) || unit_stride(x, 1), kFn,
+              ": x must have stride 1 along dim or along tokens, got strides ", shape_str(x.strides()));
+  p.width = check_weight(kFn, weight, x, p.dim);
+  check_bias(kFn, bias, weight, x, p.dim);
+  take_weight_bias(weight, bias, p);
+  p.silu = silu;
+  p.x = x.data_ptr();
+  p.x_c_stride = x.stride(0);
+  p.x_l_stride = x.stride(1);
+
+  take_cache(kFn, "conv_states", conv_states, x, p);
+  p.conv_states = conv_states.data_ptr();
+
+  check_same_device(kFn, "out", out, x);
+  TORCH_CHECK(out.scalar_type() == x.scalar_type(), kFn, ": out must have x's dtype (", x.scalar_type(), "), got ",
+              out.scalar_type());
+  TORCH_CHECK(out.sizes() == x.sizes(), kFn, ": out must have x's shape ", shape_str(x.sizes()), ", got ",
+              shape_str(out.sizes()));
+  check_no_overlap(kFn, "out", out, "x", x);
+  check_no_overlap(kFn, "out", out, "conv_states", conv_states);
+  p.out = out.data_ptr();
+  p.out_c_stride = out.stride(0);
+  p.out_l_stride = out.stride(1);
+
+  check_int32(kFn, "query_start_loc", query_start_loc, x);
+  TORCH_CHECK(query_start_loc.dim() == 1 && query_start_loc.size(0) >= 1, kFn,
+              ": query_start_loc must be (batch + 1,), got shape ", shape_str(query_start_loc.sizes()));
+  p.batch = query_start_loc.size(0) - 1;
+  p.query_start_loc = {query_start_loc.data_ptr<int32_t>(), query_start_loc.stride(0)};
+
+  if (cache_indices) {
+    index_table(kFn, "cache_indices", *cache_indices, x, p.batch, &p.cache_indices, &p.ci_seq_stride,
+                &p.ci_block_stride, &p.ci_blocks);
+  } else {
+    TORCH_CHECK(p.num_cache_lines >= p.batch, kFn, ": without cache_indices sequence i uses cache line i, so ",
+                "conv_states needs at least batch = ", p.batch, " lines, got ", p.num_cache_lines);
+  }
+  if (has_initial_state) {
+    check_same_device(kFn, "has_initial_state", *has_initial_state, x);
+    TORCH_CHECK(has_initial_state->scalar_type() == at::kBool, kFn, ": has_initial_state must be bool, got ",
+                has_initial_state->scalar_type());
+    check_shape(kFn, "has_initial_state", *has_initial_state, {p.batch}, "(batch,)");
+    p.has_initial_state = has_initial_state->data_ptr<bool>();
+    p.his_stride = has_initial_state->stride(0);
+  }
+
+  // Prefix caching is on when block_idx_last_scheduled_token is given (as in vLLM, which then
+  // reads the other three as well); without it they are not read.
+  if (block_idx_last_scheduled_token) {
+    TORCH_CHECK(cache_indices && block_idx_first_scheduled_token && initial_state_idx && num_computed_tokens, kFn,
+                ": prefix caching (block_idx_last_scheduled_token given) also needs cache_indices, "
+                "block_idx_first_scheduled_token, initial_state_idx and num_computed_tokens");
+    TORCH_CHECK(block_size_to_align > 0, kFn,
+                ": prefix caching needs block_size_to_align > 0 (the block size the states are aligned to), got ",
+                block_size_to_align);
+    p.prefix_caching = true;
+    p.block_size = block_size_to_align;
+    p.block_idx_first = index_vec(kFn, "block_idx_first_scheduled_token", block_idx_first_scheduled_token, x, p.batch);
+    p.block_idx_last = index_vec(kFn, "block_idx_last_scheduled_token", block_idx_last_scheduled_token, x, p.batch);
+    p.initial_state_idx = index_vec(kFn, "initial_state_idx", initial_state_idx, x, p.batch);
+    p.num_computed_tokens = index_vec(kFn, "num_computed_tokens", num_computed_tokens, x, p.batch);
+  }
+  p.padding = padding_rule(pad_slot_id, null_block_id);
+  return p;
+}
+
+ServingUpdateParams make_serving_update_params(const at::Tensor& x, const at::Tensor& conv_state,
+                                               const at::Tensor& weight, const OptTensor& bias,
+                                               const OptTensor& conv_state_indices,
+                                               const OptTensor& num_accepted_tokens, const OptTensor& query_start_loc,
+                                               const OptTensor& block_idx_last_scheduled_token,
+                                               const OptTensor& initial_state_idx, std::optional<int64_t> pad_slot_id,
+                                               std::optional<int64_t> null_block_id, bool silu) {
+  ServingUpdateParams p;
+  p.x_dtype = float_dtype(kUpd, "x", x);
+  const bool varlen = query_start_loc.has_value();
+  if (varlen) {
+    TORCH_CHECK(x.dim() == 2, kUpd, ": with query_start_loc, x must be (total_tokens, dim), got shape ",
+                shape_str(x.sizes()));
+    p.total_tokens = x.size(0);
+    p.dim = x.size(1);
+    p.x_l_stride = x.stride(0);
+    p.x_c_stride = x.stride(1);
+    check_int32(kUpd, "query_start_loc", *query_start_loc, x);
+    TORCH_CHECK(query_start_loc->dim() == 1 && query_start_loc->size(0) >= 1, kUpd,
+                ": query_start_loc must be (batch + 1,), got shape ", shape_str(query_start_loc->sizes()));
+    // vLLM takes the batch from conv_state_indices; both must agree.
+    p.batch = conv_state_indices ? conv_state_indices->size(0) : query_start_loc->size(0) - 1;
+    TORCH_CHECK(query_start_loc->size(0) == p.batch + 1, kUpd, ": query_start_loc must be (batch + 1,) = (",
+                p.batch + 1, ",) for the ", p.batch, " rows of conv_state_indices, got shape ",
+                shape_str(query_start_loc->sizes()));
+    p.query_start_loc = {query_start_loc->data_ptr<int32_t>(), query_start_loc->stride(0)};
+  } else {
+    TORCH_CHECK(x.dim() == 2 || x.dim() == 3, kUpd,
+                ": x must be (batch, dim), (batch, dim, seqlen), or (total_tokens, dim) with query_start_loc, got "
+                "shape ",
+                shape_str(x.sizes()));
+    p.batch = x.size(0);
+    p.dim = x.size(1);
+    p.seqlen = x.dim() == 3 ? x.size(2) : 1;
+    p.x_batch_stride = x.stride(0);
+    p.x_c_stride = x.stride(1);
+    p.x_l_stride = x.dim() == 3 ? x.stride(2) : 0;
+  }
+  p.x = x.data_ptr();
+  p.width = check_weight(kUpd, weight, x, p.dim);
+  check_bias(kUpd, bias, weight, x, p.dim);
+  take_weight_bias(weight, bias, p);
+  p.silu = silu;
+
+  take_cache(kUpd, "conv_state", conv_state, x, p);
+  p.conv_state = conv_state.data_ptr();
+  check_no_overlap(kUpd, "x", x, "conv_state", conv_state);
+
+  if (conv_state_indices) {
+    index_table(kUpd, "conv_state_indices", *conv_state_indices, x, p.batch, &p.conv_state_indices, &p.csi_seq_stride,
+                &p.csi_block_stride, &p.csi_blocks);
+  } else {
+    TORCH_CHECK(p.num_cache_lines >= p.batch, kUpd, ": without conv_state_indices row i uses cache line i, so ",
+                "conv_state needs at least batch = ", p.batch, " lines, got ", p.num_cache_lines);
+  }
+  p.num_accepted_tokens = index_vec(kUpd, "num_accepted_tokens", num_accepted_tokens, x, p.batch);
+  if (block_idx_last_scheduled_token) {
+    TORCH_CHECK(conv_state_indices && initial_state_idx, kUpd,
+                ": prefix caching (block_idx_last_scheduled_token given) also needs conv_state_indices and "
+                "initial_state_idx");
+    p.prefix_caching = true;
+    p.block_idx_last = index_vec(kUpd, "block_idx_last_scheduled_token", block_idx_last_scheduled_token, x, p.batch);
+    p.initial_state_idx = index_vec(kUpd, "initial_state_idx", initial_state_idx, x, p.batch);
+  }
+  p.padding = padding_rule(pad_slot_id, null_block_id);
+  return p;
+}
+
+namespace {
+
+// Column `col` of row i of an index table must exist and name a line of the cache (or padding).
+void check_table_entry(const char* op, const char* table, const int32_t* data, int64_t seq_stride, int64_t block_stride,
+                       int64_t blocks, int64_t num_lines, int64_t i, int64_t col, const char* col_name) {
+  TORCH_CHECK(col >= 0 && col < blocks, op, ": ", col_name, "[", i, "] = ", col, " is not a column of ", table, " (",
+              blocks, " columns)");
+  const int64_t line = data[i * seq_stride + col * block_stride];
+  TORCH_CHECK(line < num_lines, op, ": ", table, "[", i, blocks > 1 ? ", " : "", blocks > 1 ? std::to_string(col) : "",
+              "] = ", line, " is not a cache line (the cache has ", num_lines,
+              "; negative values, pad_slot_id and null_block_id mark padding)");
+}
+
+}  // namespace
+
+void validate_serving_fwd_metadata(const ServingFwdParams& p) {
+  const IndexVec& q = p.query_start_loc;
+  TORCH_CHECK(q.at(0) == 0, kFn, ": query_start_loc[0] must be 0, got ", q.at(0));
+  for (int64_t i = 0; i < p.batch; ++i)
+    TORCH_CHECK(q.at(i + 1) >= q.at(i), kFn, ": query_start_loc must be non-decreasing, got query_start_loc[", i,
+                "] = ", q.at(i), " > query_start_loc[", i + 1, "] = ", q.at(i + 1));
+  TORCH_CHECK(q.at(p.batch) == p.total_tokens, kFn, ": query_start_loc[-1] must be x.size(1) = ", p.total_tokens,
+              " (every token belongs to a sequence), got ", q.at(p.batch));
+  if (!p.cache_indices) return;
+  for (int64_t i = 0; i < p.batch; ++i) {
+    auto entry = [&](int64_t col, const char* col_name) {
+      check_table_entry(kFn, "cache_indices", p.cache_indices, p.ci_seq_stride, p.ci_block_stride, p.ci_blocks,
+                        p.num_cache_lines, i, col, col_name);
+    };
+    if (!p.prefix_caching) {
+      entry(0, "column");
+      continue;
+    }
+    const int64_t first = p.block_idx_first.at(i), last = p.block_idx_last.at(i);
+    const int64_t computed = p.num_computed_tokens.at(i), len = q.at(i + 1) - q.at(i);
+    TORCH_CHECK(computed >= 0, kFn, ": num_computed_tokens[", i, "] must be >= 0, got ", computed);
+    entry(p.initial_state_idx.at(i), "initial_state_idx");
+    if (len == 0) continue;
+    // The blocks the chunk's tokens computed .. computed + len - 1 fall in.
+    const int64_t crossed = (computed + len - 1) / p.block_size - computed / p.block_size;
+    TORCH_CHECK(last - first == crossed, kFn, ": sequence ", i, " (", len, " tokens after ", computed,
+                " computed, blocks of ", p.block_size, ") crosses ", crossed,
+                " block boundaries, but block_idx_last_scheduled_token - block_idx_first_scheduled_token = ", last,
+                " - ", first);
+    for (int64_t col = first; col <= last; ++col) entry(col, "block_idx_first/last_scheduled_token");
+  }
+}
+
+void validate_serving_update_metadata(const ServingUpdateParams& p) {
+  const IndexVec& q = p.query_start_loc;
+  if (q.data) {
+    TORCH_CHECK(q.at(0) >= 0, kUpd, ": query_start_loc[0] must be >= 0, got ", q.at(0));
+    for (int64_t i = 0; i < p.batch; ++i)
+      TORCH_CHECK(q.at(i + 1) >= q.at(i), kUpd, ": query_start_loc must be non-decreasing, got query_start_loc[", i,
+                  "] = ", q.at(i), " > query_start_loc[", i + 1, "] = ", q.at(i + 1));
+    TORCH_CHECK(q.at(p.batch) <= p.total_tokens, kUpd, ": query_start_loc[-1] = ", q.at(p.batch),
+                " exceeds x.size(0) = ", p.total_tokens);
+  }
+  for (int64_t i = 0; i < p.batch; ++i) {
+    int64_t offset = 0, new_len = 0;
+    const ServingRow r = serving_update_row(p, i, &offset, &new_len);
+    if (p.conv_state_indices) {
+      const int64_t col_in = p.prefix_caching ? p.initial_state_idx.at(i) : 0;
+      check_table_entry(kUpd, "conv_state_indices", p.conv_state_indices, p.csi_seq_stride, p.csi_block_stride,
+                        p.csi_blocks, p.num_cache_lines, i, col_in, p.prefix_caching ? "initial_state_idx" : "column");
+      if (p.prefix_caching)
+        check_table_entry(kUpd, "conv_state_indices", p.conv_state_indices, p.csi_seq_stride, p.csi_block_stride,
+                          p.csi_blocks, p.num_cache_lines, i, p.block_idx_last.at(i), "block_idx_last_scheduled_token");
+    }
+    if (r.in_line < 0 || r.len == 0) continue;  // padding: nothing is read or written
+    if (p.num_accepted_tokens.data) {
+      const int64_t accepted = p.num_accepted_tokens.at(i);
+      TORCH_CHECK(accepted >= 1 && accepted - 1 + p.width - 1 <= p.state_len, kUpd, ": num_accepted_tokens[", i,
+                  "] = ", accepted, " must be in [1, state_len - width + 2] = [1, ", p.state_len - p.width + 2,
+                  "]: the window starts at position num_accepted_tokens - 1 of the state");
+      TORCH_CHECK(new_len <= p.state_len, kUpd, ": speculative decoding keeps width - 2 + the row's ", r.len,
+                  " tokens = ", new_len, " state positions, but conv_state's state_len is ", p.state_len, " (row ", i,
+                  ")");
+    }
+  }
+}
+
+namespace {
+
+// Host copies of index tensors, kept alive for one validation.
+struct HostCopies {
+  std::vector<at::Tensor> keep;
+  IndexVec vec(const OptTensor& t) {
+    if (!t) return {};
+    keep.push_back(t->to(at::kCPU).contiguous());
+    return {keep.back().data_ptr<int32_t>(), 1};
+  }
+  // A (batch,) or (batch, blocks) table: data, seq stride, block stride.
+  const int32_t* table(const OptTensor& t, int64_t* seq_stride, int64_t* block_stride) {
+    if (!t) return nullptr;
+    keep.push_back(t->to(at::kCPU).contiguous());
+    const at::Tensor& h = keep.back();
+    *seq_stride = h.dim() == 2 ? h.size(1) : 1;
+    *block_stride = h.dim() == 2 ? 1 : 0;
+    return h.data_ptr<int32_t>();
+  }
+};
+
+}  // namespace
+
+void validate_serving_fwd_metadata_on_host(const ServingFwdParams& p, const at::Tensor& query_start_loc,
+                                           const OptTensor& cache_indices, const OptTensor& block_idx_first,
+                                           const OptTensor& block_idx_last, const OptTensor& initial_state_idx,
+                                           const OptTensor& num_computed_tokens) {
+  HostCopies h;
+  ServingFwdParams hp = p;
+  hp.query_start_loc = h.vec(query_start_loc);
+  hp.cache_indices = h.table(cache_indices, &hp.ci_seq_stride, &hp.ci_block_stride);
+  if (hp.prefix_caching) {
+    hp.block_idx_first = h.vec(block_idx_first);
+    hp.block_idx_last = h.vec(block_idx_last);
+    hp.initial_state_idx = h.vec(initial_state_idx);
+    hp.num_computed_tokens = h.vec(num_computed_tokens);
+  }
+  validate_serving_fwd_metadata(hp);
+}
+
+void validate_serving_update_metadata_on_host(const ServingUpdateParams& p, const OptTensor& conv_state_indices,
+                                              const OptTensor& num_accepted_tokens, const OptTensor& query_start_loc,
+                                              const OptTensor& block_idx_last, const OptTensor& initial_state_idx) {
+  HostCopies h;
+  ServingUpdateParams hp = p;
+  hp.conv_state_indices = h.table(conv_state_indices, &hp.csi_seq_stride, &hp.csi_block_stride);
+  hp.num_accepted_tokens = h.vec(num_accepted_tokens);
+  hp.query_start_loc = h.vec(query_start_loc);
+  if (hp.prefix_caching) {
+    hp.block_idx_last = h.vec(block_idx_last);
+    hp.initial_state_idx = h.vec(initial_state_idx);
+  }
+  validate_serving_update_metadata(hp);
+}
+
+}  // namespace causal_conv1d::torch_ops
