@@ -18,6 +18,10 @@
 // dinitial_states: the range starting at t = 0 walks W-1 more steps (t < 0, where dout is 0 and
 // x is initial_states), whose dx is dinitial_states.
 //
+// Sliding the windows costs a register move per entry and step; the ring's loop instead unrolls
+// a common multiple of the ring depth and W - 1 steps and renames the window registers (tuning
+// field seq_rename: also in the seq_idx kernels, whose ids make the renamed loop longer).
+//
 // The steps whose rows and store are all whole run with the ring and no edge code; the rest (rows
 // that dfinal_states adds to, x rows before t = 0, the dinitial_states steps, channels past dim)
 // run one at a time through the element-wise paths.
@@ -72,6 +76,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
   constexpr BwdClTuning kTune = bwd_cl_tuning(kTargetFamily);
   constexpr int kRing = kTune.ring;
   constexpr int kHalo = kWidth - 1;
+  constexpr bool kRename = !kSeqIdx || kTune.seq_rename;
   constexpr int kWarps = kTune.threads / kWarpSize;
   static_assert(kTune.threads % kWarpSize == 0, "a block must consist of whole warps");
   // The other warps' sums, [k][e][lane]: a warp's accesses are consecutive words.
@@ -200,6 +205,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
     });
   }
 
+  constexpr int kSlide = -1;
   // What a step reads: x row t - kHalo and dout row t (and the x row's seq id).
   struct Slot {
     Row x, g;
@@ -209,9 +215,16 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
   // Step s (t = t_end - 1 - s) from its rows. kEdge: its dx may not be one whole store (channels
   // past dim, dinitial_states rows, dfinal_states rows): a separate instantiation, so the fast loop
   // below holds no edge state and makes no calls.
-  auto step = [&](auto edge, int s, const Slot& cur, T* dx_row) CC_INLINE_LAMBDA {
+  //
+  // rot: kSlide moves the windows by one register each step; a phase 0 .. kHalo - 1 keeps them in
+  // place and renames instead: logical entry j lives in register (phase + j) % kHalo, and the step
+  // overwrites the oldest entry, so kHalo steps of phases 0, kHalo - 1, .., 1 end where they began.
+  auto step = [&](auto edge, auto rot, int s, const Slot& cur, T* dx_row) CC_INLINE_LAMBDA {
     constexpr bool kEdge = decltype(edge)::value;
-    const int32_t id_t = xid[kHalo - 1];  // seq id of row t
+    constexpr int kRot = decltype(rot)::value;
+    constexpr int kPh = kRot == kSlide ? 0 : kRot;
+    auto at = [](auto j) { return (kPh + decltype(j)::value) % kHalo; };
+    const int32_t id_t = xid[at(Idx<kHalo - 1>{})];  // seq id of row t
     float dy[kC], o[kC];
     PackedBuilder<T, kC> res;
     static_for<kC>([&](auto e) {
@@ -226,9 +239,9 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
             if (cur.id != id_t) xs[k] = 0.0f;
           }
         } else {
-          xs[k] = packed_elem<T, kE>(xw[kK - 1]);
+          xs[k] = packed_elem<T, kE>(xw[at(Idx<kK - 1>{})]);
           if constexpr (kSeqIdx) {
-            if (xid[kK - 1] != id_t) xs[k] = 0.0f;
+            if (xid[at(Idx<kK - 1>{})] != id_t) xs[k] = 0.0f;
           }
         }
       });
@@ -243,9 +256,9 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
       float sum = w[kHalo][kE] * d;
       static_for<kHalo>([&](auto k) {
         constexpr int kI = kHalo - 1 - decltype(k)::value;  // dy at t + 1 + kI
-        float dv = dyw[kI][kE];
+        float dv = dyw[at(Idx<kI>{})][kE];
         if constexpr (kSeqIdx) {
-          if (dyid[kI] != id_t) dv = 0.0f;
+          if (dyid[at(Idx<kI>{})] != id_t) dv = 0.0f;
         }
         sum = fmaf(w[k][kE], dv, sum);
       });
@@ -276,7 +289,15 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
       store_row_edge<T, kC, kHalo>(dxb, p.dx_l_stride, dinit, p.dinit_c_stride, p.dinit_l_stride, dfin,
                                    p.dfinal_c_stride, p.dfinal_l_stride, L, D, c0, t_end - 1 - s, ov);
     }
-    // Slide the windows to t - 1.
+    // The windows to t - 1.
+    if constexpr (kRot != kSlide) {
+      constexpr int kOld = (kPh + kHalo - 1) % kHalo;  // the oldest entry's register: the new entry 0
+      xw[kOld] = cur.x;
+      xid[kOld] = cur.id;
+      static_for<kC>([&](auto e) { dyw[kOld][e] = dy[e]; });
+      dyid[kOld] = id_t;
+      return;
+    }
     static_for<kHalo>([&](auto i) {
       constexpr int kI = kHalo - 1 - decltype(i)::value;  // from the top down
       if constexpr (kI > 0) {
@@ -298,7 +319,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
     for (int s = s_begin; s < s_stop; ++s) {
       const int64_t t = t_end - 1 - s;
       const Slot cur{x_row(t - kHalo), g_row(t), seq_at(t - kHalo)};
-      step(BoolC<true>{}, s, cur, dx_at(s));
+      step(BoolC<true>{}, IntC<kSlide>{}, s, cur, dx_at(s));
     }
   };
   // The walk: steps [0, s_a) (dfinal_states rows) and [s_b, n) (x rows before 0, dinitial_states)
@@ -324,15 +345,33 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
     static_for<kRing>([&](auto j) {
       if (j < m) load(ring[j]);
     });
-    for (int r0 = 0; r0 < m; r0 += kRing) {
-      static_for<kRing>([&](auto j) {
-        const int r = r0 + j;
-        if (r >= m) return;
-        const Slot cur = ring[j];
-        if (r + kRing < m) load(ring[j]);
-        step(BoolC<false>{}, s_a + r, cur, dx_row);
-        dx_row -= p.dx_l_stride;
+    auto fast = [&](auto j, auto rot, int r) CC_INLINE_LAMBDA {
+      constexpr int kJ = decltype(j)::value % kRing;
+      const Slot cur = ring[kJ];
+      if (r + kRing < m) load(ring[kJ]);
+      step(BoolC<false>{}, rot, s_a + r, cur, dx_row);
+      dx_row -= p.dx_l_stride;
+    };
+    if constexpr (kRename) {
+      // kU steps an iteration bring the ring and the renamed windows back to their first
+      // registers (the least common multiple of kRing and kHalo); the last m % kU steps slide.
+      constexpr int kU = kHalo % kRing == 0 ? kHalo : kRing % kHalo == 0 ? kRing : kRing * kHalo;
+      int r0 = 0;
+      for (; r0 + kU <= m; r0 += kU) {
+        static_for<kU>([&](auto j) {
+          constexpr int kJ = decltype(j)::value;
+          fast(j, IntC<(kHalo - kJ % kHalo) % kHalo>{}, r0 + kJ);
+        });
+      }
+      static_for<kU - 1>([&](auto j) {
+        if (r0 + j < m) fast(j, IntC<kSlide>{}, r0 + j);
       });
+    } else {
+      for (int r0 = 0; r0 < m; r0 += kRing) {
+        static_for<kRing>([&](auto j) {
+          if (r0 + j < m) fast(j, IntC<kSlide>{}, r0 + j);
+        });
+      }
     }
   }
   generic(s_b, n);

@@ -166,6 +166,7 @@ struct BwdClTuning {
   int min_steps;          // ... but no shorter than this (the halo rows a range re-reads and its
                           // recomputed dy grow in proportion)
   int ring;               // time steps loaded ahead (a row of x and of dout each)
+  bool seq_rename;        // the seq_idx kernels rename their windows too (see the kernel)
   bool nt_store;
 };
 
@@ -180,19 +181,25 @@ __host__ __device__ constexpr BwdClTuning bwd_cl_tuning(ArchFamily f) {
     // and 11.5 at 8 (the re-read halo rows hit L2). 8 x 128 threads x
     // 2 x 8 B = 16 KB per SM in flight plus the rows being computed. The seq_idx kernels keep 7
     // blocks (33.6% there against 30.1% at 8). 64 steps a warp, 4 warps a block: one partial per
-    // 256 steps x 2 channels.
-    case ArchFamily::kNvidia: return {128, 8, 7, 64, 4, 4, 2, false};
+    // 256 steps x 2 channels. Renaming the windows instead of moving them (75 instructions a step
+    // against 92) left the plain kernels where they were (59.4-60.2% both ways: not issue-bound)
+    // and took the seq_idx kernels from 39.5% to 46.3%, hence seq_rename. Not kept: 7 blocks with
+    // 2 or 3 rows ahead (+1-3 points on the large shapes, 51 -> 41-43% at (2, 8192, 1024) where
+    // 1024 blocks no longer fit in one wave), an L2 prefetch 2 or 4 rows past the ring (spills at
+    // 64 registers: 39%; at 7 blocks +1 point, and the seq_idx kernels spill: 34%).
+    case ArchFamily::kNvidia: return {128, 8, 7, 64, 4, 4, 2, true, false};
     // RDNA: ~10 KB per CU; at least 12 waves/SIMD (the kernel needs 85 VGPRs, so 16 run) x 2 SIMDs
     // x 32 lanes x 2 rows ahead x 8 B = 12 KB. Ranges down to 4 steps as on NVIDIA: filling the
-    // CUs matters more than the re-read halo rows, which hit the cache.
-    case ArchFamily::kRdna4: return {128, 12, 12, 64, 4, 4, 2, true};
-    case ArchFamily::kRdna3: return {128, 12, 12, 64, 4, 4, 2, true};
+    // CUs matters more than the re-read halo rows, which hit the cache. The seq_idx kernels
+    // slide their windows: renamed, the width-4 ones spill at 12 waves (and at 5 on gfx942).
+    case ArchFamily::kRdna4: return {128, 12, 12, 64, 4, 4, 2, false, true};
+    case ArchFamily::kRdna3: return {128, 12, 12, 64, 4, 4, 2, false, true};
     // gfx942: wave64, so 128 threads are 2 time ranges of 64 channel groups. 5 waves/SIMD (<= 96
     // VGPRs, no spills) x 4 SIMDs x 64 lanes x 2 x 8 B = 20 KB per CU, short of the ~30-40 KB
     // gfx942 needs.
-    case ArchFamily::kCdna: return {128, 5, 5, 64, 4, 4, 2, true};
+    case ArchFamily::kCdna: return {128, 5, 5, 64, 4, 4, 2, false, true};
   }
-  return {128, 8, 7, 64, 4, 4, 2, false};
+  return {128, 8, 7, 64, 4, 4, 2, true, false};
 }
 
 // Deterministic backward: the ordered sum of the dweight/dbias partials (bwd.hip). A block covers
