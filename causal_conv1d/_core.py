@@ -3,6 +3,7 @@ argument normalisation upstream clients rely on, output allocation in the right 
 calls into the registered ops."""
 
 import os
+from typing import Optional, Tuple
 
 import torch
 
@@ -88,10 +89,23 @@ def new_states(x, weight):
 
 
 def run_fwd(x, channel_last, weight, bias, seq_idx, initial_states, final_states_out, silu):
-    """Forward into a fresh output in x's layout (x and channel_last from kernel_layout)."""
+    """Forward into a fresh output in x's layout (x and channel_last from kernel_layout), and into
+    the caller's final_states_out when one is given."""
     out = empty_in_layout(x, channel_last)
     _fwd(x, weight, bias, seq_idx, initial_states, out, final_states_out, silu)
     return out
+
+
+def run_fwd_fresh(x, channel_last, weight, bias, seq_idx, initial_states, return_final_states, silu):
+    """(out, final_states or None), both fresh. Under torch.compile through the functional op
+    (fwd_functional): the out-buffer op would be functionalized there, which for a channel-last
+    output costs a copy of it and makes the backward's incoming gradient contiguous (a second
+    copy); eagerly through the out-buffer op, one dispatcher hop less."""
+    if torch.compiler.is_compiling():
+        out, final = fwd_functional(x, weight, bias, seq_idx, initial_states, return_final_states, silu)
+        return out, final if return_final_states else None
+    final = new_states(x, weight) if return_final_states else None
+    return run_fwd(x, channel_last, weight, bias, seq_idx, initial_states, final, silu), final
 
 
 def run_bwd(x, channel_last, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx,
@@ -100,6 +114,12 @@ def run_bwd(x, channel_last, weight, bias, dout, seq_idx, initial_states, dfinal
     float32 and returned in weight's/bias's dtype, as upstream returns them. dx is the given
     buffer when one is passed (it must have x's layout), else a fresh one."""
     dout = match_layout(dout, channel_last)
+    if dx is None and torch.compiler.is_compiling():  # see run_fwd_fresh
+        dx, dweight, dbias, dinitial_states = bwd_functional(x, weight, bias, dout, seq_idx, initial_states,
+                                                             dfinal_states, return_dinitial_states, silu,
+                                                             deterministic_mode())
+        return (dx, dweight.to(weight.dtype), dbias.to(bias.dtype) if bias is not None else None,
+                dinitial_states if return_dinitial_states else None)
     if dx is None:
         dx = empty_in_layout(x, channel_last)
     dweight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
@@ -118,3 +138,90 @@ def run_update(x, conv_state, weight, bias, silu, cache_seqlens, conv_state_indi
     out = torch.empty_like(x)  # the cheapest allocation on the decode path (any x strides are accepted)
     _update(x, conv_state, weight, bias, out, silu, cache_seqlens, conv_state_indices)
     return out
+
+
+# Functional forms of fwd and bwd for torch.compile: they return fresh outputs instead of writing
+# into given ones, so the compiled graph has nothing to functionalize. Outputs a call does not ask
+# for come back as 0-element tensors (a custom op returns no None). The annotations are evaluated
+# (torch.library infers the schema from them): keep them real types.
+
+
+def _is_channel_last(x):
+    return x.dim() == 3 and x.shape[2] > 1 and x.stride(2) != 1
+
+
+def _fwd_functional_outputs(x, weight, return_final_states):
+    out = empty_in_layout(x, _is_channel_last(x))
+    final = new_states(x, weight) if return_final_states else x.new_empty(0)
+    return out, final
+
+
+@torch.library.custom_op("causal_conv1d::fwd_functional", mutates_args=())
+def fwd_functional(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
+                   seq_idx: Optional[torch.Tensor], initial_states: Optional[torch.Tensor],
+                   return_final_states: bool, silu_activation: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    """fwd into fresh buffers: (out in x's layout, final_states or a 0-element tensor)."""
+    out, final = _fwd_functional_outputs(x, weight, return_final_states)
+    _fwd(x, weight, bias, seq_idx, initial_states, out, final if return_final_states else None, silu_activation)
+    return out, final
+
+
+@fwd_functional.register_fake
+def _fwd_functional_fake(x, weight, bias, seq_idx, initial_states, return_final_states, silu_activation):
+    return _fwd_functional_outputs(x, weight, return_final_states)
+
+
+def _bwd_functional_outputs(x, weight, bias, return_dinitial_states):
+    dx = empty_in_layout(x, _is_channel_last(x))
+    dweight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
+    dbias = (torch.zeros(bias.shape, dtype=torch.float32, device=bias.device) if bias is not None
+             else x.new_empty(0, dtype=torch.float32))
+    dinitial_states = new_states(x, weight) if return_dinitial_states else x.new_empty(0)
+    return dx, dweight, dbias, dinitial_states
+
+
+@torch.library.custom_op("causal_conv1d::bwd_functional", mutates_args=())
+def bwd_functional(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], dout: torch.Tensor,
+                   seq_idx: Optional[torch.Tensor], initial_states: Optional[torch.Tensor],
+                   dfinal_states: Optional[torch.Tensor], return_dinitial_states: bool, silu_activation: bool,
+                   deterministic: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """bwd into fresh buffers: (dx in x's layout, dweight and dbias in float32 (dbias 0-element
+    without bias), dinitial_states or a 0-element tensor)."""
+    dx, dweight, dbias, dinit = _bwd_functional_outputs(x, weight, bias, return_dinitial_states)
+    _bwd(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, dweight,
+         dbias if bias is not None else None, dinit if return_dinitial_states else None, silu_activation,
+         deterministic)
+    return dx, dweight, dbias, dinit
+
+
+@bwd_functional.register_fake
+def _bwd_functional_fake(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, return_dinitial_states,
+                         silu_activation, deterministic):
+    return _bwd_functional_outputs(x, weight, bias, return_dinitial_states)
+
+
+# fwd_functional's gradient, so that causal_conv1d_fn under torch.compile can call the op without
+# an autograd.Function: dynamo traces an autograd.Function's backward with a contiguous incoming
+# gradient (a copy of a channel-last one, then our match_layout copies it back), whereas the
+# backward of an op with registered autograd sees the gradient in the output's layout.
+
+
+def _fwd_functional_setup(ctx, inputs, output):
+    x, weight, bias, seq_idx, initial_states, return_final_states, silu_activation = inputs
+    ctx.save_for_backward(x, weight, bias, seq_idx, initial_states)
+    ctx.return_final_states = return_final_states
+    ctx.silu = silu_activation
+
+
+def _fwd_functional_backward(ctx, dout, dfinal_states):
+    x, weight, bias, seq_idx, initial_states = ctx.saved_tensors
+    dout = match_layout(dout, _is_channel_last(x))
+    return_dinitial_states = initial_states is not None and ctx.needs_input_grad[4]
+    dx, dweight, dbias, dinitial_states = bwd_functional(
+        x, weight, bias, dout, seq_idx, initial_states, dfinal_states if ctx.return_final_states else None,
+        return_dinitial_states, ctx.silu, deterministic_mode())
+    return (dx, dweight.to(weight.dtype), dbias.to(bias.dtype) if bias is not None else None, None,
+            dinitial_states if return_dinitial_states else None, None, None)
+
+
+fwd_functional.register_autograd(_fwd_functional_backward, setup_context=_fwd_functional_setup)

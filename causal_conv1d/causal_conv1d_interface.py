@@ -21,14 +21,12 @@ class CausalConv1dFn(torch.autograd.Function):
     ):
         silu = _core.silu_flag(activation)
         x, channel_last = _core.kernel_layout(x)
-        if return_final_states:
-            if final_states_out is None:
-                final_states_out = _core.new_states(x, weight)
-            else:
-                ctx.mark_dirty(final_states_out)  # the caller's buffer, written in place
+        if return_final_states and final_states_out is not None:
+            ctx.mark_dirty(final_states_out)  # the caller's buffer, written in place
+            out = _core.run_fwd(x, channel_last, weight, bias, seq_idx, initial_states, final_states_out, silu)
         else:
-            final_states_out = None
-        out = _core.run_fwd(x, channel_last, weight, bias, seq_idx, initial_states, final_states_out, silu)
+            out, final_states_out = _core.run_fwd_fresh(x, channel_last, weight, bias, seq_idx, initial_states,
+                                                        return_final_states, silu)
         ctx.save_for_backward(x, weight, bias, seq_idx, initial_states)
         ctx.silu = silu
         ctx.channel_last = channel_last
@@ -72,6 +70,13 @@ def causal_conv1d_fn(
 
     Returns out (batch, dim, seqlen) in x's layout and dtype, or (out, final_states).
     """
+    if torch.compiler.is_compiling() and (final_states_out is None or not return_final_states):
+        # The functional op with its registered gradient: nothing to functionalize, and the incoming
+        # gradient keeps the output's layout (see causal_conv1d/_core.py).
+        silu = _core.silu_flag(activation)
+        x, _ = _core.kernel_layout(x)
+        out, final = _core.fwd_functional(x, weight, bias, seq_idx, initial_states, return_final_states, silu)
+        return (out, final) if return_final_states else out
     return CausalConv1dFn.apply(
         x,
         weight,

@@ -46,6 +46,35 @@ def test_opcheck_bwd(device):
         torch.library.opcheck(ops.bwd.default, (x, w, None, dout, seq, None, None, dx, dw, None, None, False, True))
 
 
+def test_opcheck_functional(device):
+    # The functional forms torch.compile calls (causal_conv1d/_core.py): fresh outputs in x's layout.
+    for channel_last in (False, True):
+        x = make_x(2, 16, 33, torch.float32, device, channel_last)
+        w = torch.randn(16, 4, device=device)
+        b = torch.randn(16, device=device)
+        init = torch.randn(2, 16, 3, device=device)
+        seq = torch.zeros(2, 33, dtype=torch.int32, device=device)
+        seq[:, 20:] = 1
+        dout = torch.randn_like(x)
+        dfinal = torch.randn(2, 16, 3, device=device)
+        torch.library.opcheck(ops.fwd_functional.default, (x, w, b, None, None, False, True))
+        torch.library.opcheck(ops.fwd_functional.default, (x, w, None, None, init, True, False))
+        torch.library.opcheck(ops.fwd_functional.default, (x, w.half(), b.half(), seq, None, False, True))
+        # With gradients: fwd_functional's registered backward (through bwd_functional).
+        grad_args = [t.clone().requires_grad_() for t in (x, w, b, init)]
+        torch.library.opcheck(ops.fwd_functional.default, (*grad_args[:3], None, grad_args[3], True, True))
+        torch.library.opcheck(ops.bwd_functional.default, (x, w, b, dout, None, init, dfinal, True, True, False))
+        torch.library.opcheck(ops.bwd_functional.default, (x, w, None, dout, seq, None, None, False, False, True))
+        out, final = ops.fwd_functional(x, w, b, None, init, True, True)
+        ref_out, ref_final = conv_ref(x, w, b, initial_states=init, silu=True)
+        assert out.stride() == x.stride()
+        assert_close(out, ref_out, torch.float32)
+        torch.testing.assert_close(final.cpu(), ref_final.cpu(), rtol=0, atol=0)  # copied inputs
+        dx, dw, db, dinit = ops.bwd_functional(x, w, None, dout, None, init, None, True, True, False)
+        assert dx.stride() == x.stride() and db.numel() == 0 and dinit.shape == (2, 16, 3)
+        assert dw.dtype == torch.float32
+
+
 def test_opcheck_update(device):
     x = torch.randn(3, 16, device=device)
     state = torch.randn(4, 16, 5, device=device)
@@ -120,3 +149,50 @@ def test_build_config_reports_backend():
     assert cfg["torch_version"] == torch.__version__
     if cfg["backend"] == "cpu":
         assert cfg["gpu_archs"] == ""
+
+
+def test_compile_graph_has_no_functionalized_ops(device):
+    # Under torch.compile the forward and backward go through the functional ops, so AOTAutograd
+    # has no mutation to functionalize: no auto_functionalized node, and for channel-last x no
+    # copy of the output or of the incoming gradient (inductor turned those into copy kernels).
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    graphs = []
+
+    def capture(gm, example_inputs):
+        graphs.append(gm)
+        return make_boxed_func(gm.forward)
+
+    backend = aot_autograd(fw_compiler=capture, bw_compiler=capture)
+    # Whether AOTAutograd guesses an incoming gradient's strides from its output's (the default of
+    # the dev root's PyTorch 2.14) or assumes a contiguous one.
+    tangents_like_outputs = getattr(torch._functorch.config, "guess_tangent_strides_as_outputs", False)
+    for channel_last in (False, True):
+        graphs.clear()
+        torch._dynamo.reset()
+        x = make_x(2, 16, 40, torch.float32, device, channel_last).requires_grad_()
+        w = torch.randn(16, 4, device=device, requires_grad=True)
+        b = torch.randn(16, device=device, requires_grad=True)
+
+        def f(x, w, b):
+            return causal_conv1d_fn(x, w, b, activation="silu")
+
+        out = torch.compile(f, fullgraph=True, backend=backend)(x, w, b)
+        assert out.stride() == x.stride()
+        grads = torch.autograd.grad(out, (x, w, b), out.detach() * 3)
+        ref = f(x, w, b)
+        eager = torch.autograd.grad(ref, (x, w, b), ref.detach() * 3)
+        torch.testing.assert_close(out, ref)
+        for g, e in zip(grads, eager):
+            torch.testing.assert_close(g, e)
+        assert len(graphs) == 2  # forward, backward
+        fw, bw = ([str(n.target) for n in gm.graph.nodes if n.op == "call_function"] for gm in graphs)
+        assert any("fwd_functional" in t for t in fw) and any("bwd_functional" in t for t in bw), (fw, bw)
+        unwanted = [t for t in fw + bw if "auto_functionalized" in t or "clone" in t or "copy" in t]
+        if channel_last and not tangents_like_outputs:
+            # This PyTorch traces the backward with a contiguous incoming gradient: one copy back
+            # into x's layout (clone + transposes) is the kernel's requirement, nothing else.
+            assert unwanted == ["aten.clone.default"] and not any("clone" in t for t in fw), (fw, bw)
+        else:
+            assert not unwanted, unwanted
