@@ -62,7 +62,7 @@ def check_single_hip_runtime(files):
             + " and ".join(files)
             + ". The extension was built against a HIP whose library differs from PyTorch's. Rebuild it "
             "with the ROCm matching PyTorch (python -c 'import torch; print(torch.version.hip)'): "
-            "ROCM_PATH=/opt/rocm-X.Y pip install --no-build-isolation . (README: Which ROCm?)"
+            "ROCM_PATH=/opt/rocm-X.Y pip install --no-build-isolation . (docs/install.md: Which ROCm?)"
         )
 
 

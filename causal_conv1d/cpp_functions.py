@@ -2,6 +2,8 @@
 ``causal_conv1d.cpp_functions``), same signatures and return values. Each is a thin wrapper over
 the registered ops, which already carry fake kernels for torch.compile."""
 
+from typing import Optional
+
 import torch
 
 from causal_conv1d import _core
@@ -10,10 +12,10 @@ from causal_conv1d import _core
 def causal_conv1d_fwd_function(
     x: torch.Tensor,
     weight: torch.Tensor,
-    bias: torch.Tensor | None,
-    seq_idx: torch.Tensor | None,
-    initial_states: torch.Tensor | None,
-    final_states_out: torch.Tensor | None,
+    bias: Optional[torch.Tensor],
+    seq_idx: Optional[torch.Tensor],
+    initial_states: Optional[torch.Tensor],
+    final_states_out: Optional[torch.Tensor],
     silu_activation: bool,
 ) -> torch.Tensor:
     """Returns out (x's layout); writes final_states_out in place when given."""
@@ -24,12 +26,12 @@ def causal_conv1d_fwd_function(
 def causal_conv1d_bwd_function(
     x: torch.Tensor,
     weight: torch.Tensor,
-    bias: torch.Tensor | None,
+    bias: Optional[torch.Tensor],
     dout: torch.Tensor,
-    seq_idx: torch.Tensor | None,
-    initial_states: torch.Tensor | None,
-    dfinal_states: torch.Tensor | None,
-    dx: torch.Tensor | None,
+    seq_idx: Optional[torch.Tensor],
+    initial_states: Optional[torch.Tensor],
+    dfinal_states: Optional[torch.Tensor],
+    dx: Optional[torch.Tensor],
     return_dinitial_states: bool,
     silu_activation: bool,
 ) -> tuple:
@@ -44,10 +46,10 @@ def causal_conv1d_update_function(
     x: torch.Tensor,
     conv_state: torch.Tensor,
     weight: torch.Tensor,
-    bias: torch.Tensor | None,
+    bias: Optional[torch.Tensor],
     silu_activation: bool,
-    cache_seqlens: torch.Tensor | None,
-    conv_state_indices: torch.Tensor | None,
+    cache_seqlens: Optional[torch.Tensor],
+    conv_state_indices: Optional[torch.Tensor],
 ) -> torch.Tensor:
     """Returns out (x's shape); updates conv_state in place."""
     return _core.run_update(x, conv_state, weight, bias, silu_activation, cache_seqlens, conv_state_indices)

@@ -26,6 +26,7 @@ import functools
 import importlib
 import importlib.util
 import inspect
+import json
 import os
 import re
 import types
@@ -37,6 +38,7 @@ transformers = pytest.importorskip("transformers", reason="transformers is not i
 
 import causal_conv1d  # noqa: E402
 from causal_conv1d import causal_conv1d_fn, causal_conv1d_update  # noqa: E402
+from causal_conv1d.compat import call_causal_conv1d_directly  # noqa: E402
 
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 from transformers.models.auto.configuration_auto import model_type_to_module_name  # noqa: E402
@@ -291,8 +293,9 @@ def _run_patched(model_type, device, monkeypatch, cells, ours):
     return logits, tokens, grads, counting
 
 
-def test_discovery_finds_the_models_the_readme_names():
-    # The README's table names the covered models per transformers version (checked below).
+def test_discovery_finds_the_models_the_data_file_names():
+    # tests/data/transformers_models.json names the covered models per transformers version
+    # (checked below; docs/transformers.md shows it).
     assert {"qwen3_next", "qwen3_5_text", "lfm2"} <= set(COVERED), (COVERED, EXCLUDED)
     for model_type, reason in EXCLUDED.items():
         assert reason, model_type
@@ -300,29 +303,24 @@ def test_discovery_finds_the_models_the_readme_names():
     print("excluded:", EXCLUDED)
 
 
-README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
+MODELS_FILE = os.path.join(os.path.dirname(__file__), "..", "data", "transformers_models.json")
 
 
-def readme_models(version):
-    """Model types the README's "Tested with transformers" table gives a measured difference for,
-    under this transformers version; None when the table has no column for the version."""
-    lines = open(README).read().split("### Tested with transformers", 1)[1].splitlines()
-    first = next(i for i, line in enumerate(lines) if line.startswith("|"))
-    table = lines[first:next((i for i in range(first, len(lines)) if not lines[i].startswith("|")), len(lines))]
-    rows = [line.strip().strip("|").split("|") for line in table]
-    header = [c.strip() for c in rows[0]]
-    columns = [i for i, c in enumerate(header) if c.startswith(f"transformers {version},")]
+def recorded_models(version):
+    """Model types the data file gives a measured difference for under this transformers version
+    (in any of its columns for that version); None when it has no column for the version."""
+    with open(MODELS_FILE) as f:
+        data = json.load(f)
+    columns = [i for i, c in enumerate(data["columns"]) if c["transformers"] == version]
     if not columns:
         return None
-    measured = re.compile(r"^\d(\.\d+)?e-\d+ ")
-    return {row[0].strip().split()[0].strip("`") for row in rows[2:]
-            if any(measured.match(row[i].strip()) for i in columns)}
+    return {m["model_type"] for m in data["models"] if any("max_diff" in m["results"][i] for i in columns)}
 
 
-def test_readme_names_exactly_the_covered_models():
-    named = readme_models(transformers.__version__)
+def test_data_file_names_exactly_the_covered_models():
+    named = recorded_models(transformers.__version__)
     if named is None:
-        pytest.skip(f"the README has no column for transformers {transformers.__version__}")
+        pytest.skip(f"{os.path.basename(MODELS_FILE)} has no column for transformers {transformers.__version__}")
     assert named == set(COVERED), (sorted(named - set(COVERED)), sorted(set(COVERED) - named))
 
 
@@ -423,36 +421,31 @@ def test_compiled_layer_has_no_graph_break_from_our_ops(device, backend, monkeyp
         _compiled_layer(device, backend, monkeypatch, cells)
 
 
-def apply_readme_workaround(monkeypatch, model_type, counting):
-    """Runs the README's workaround block for transformers >= 5.16 with PyTorch < 2.14 (it defines
-    call_causal_conv1d_directly and applies it to Qwen3-Next) with our counting functions as the
-    package's, and applies it to model_type's modeling module; monkeypatch undoes all of it."""
-    block = open(README).read().split("**Known limitation", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
-    for module in {modeling_module("qwen3_next"), modeling_module(model_type)}:
-        for name in ("causal_conv1d_fn", "causal_conv1d_update"):
-            monkeypatch.setattr(module, name, getattr(module, name))  # put back on undo
+def apply_compat_workaround(monkeypatch, model_type, counting):
+    """causal_conv1d.compat.call_causal_conv1d_directly (the workaround for transformers >= 5.16
+    with PyTorch < 2.14, docs/transformers.md) applied to model_type's modeling module with our
+    counting functions as the package's; monkeypatch undoes all of it."""
+    module = modeling_module(model_type)
+    for name in ("causal_conv1d_fn", "causal_conv1d_update"):
+        monkeypatch.setattr(module, name, getattr(module, name))  # put back on undo
     monkeypatch.setattr(causal_conv1d, "causal_conv1d_fn", counting.fn)
     monkeypatch.setattr(causal_conv1d, "causal_conv1d_update", counting.update)
-    namespace = {}
-    exec(block, namespace)
-    namespace["call_causal_conv1d_directly"](modeling_module(model_type))
+    call_causal_conv1d_directly(module)
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("model_type", COVERED)
-def test_compiled_model_with_readme_workaround(model_type, device, monkeypatch):
-    # Whole models compiled (dynamo's eager backend) with the README's workaround: our ops run in
-    # the compiled model, whatever this PyTorch says about exporting, and the logits match
+def test_compiled_model_with_compat_workaround(model_type, device, monkeypatch):
+    # Whole models compiled (dynamo's eager backend) with the workaround: our ops run in the
+    # compiled model, whatever this PyTorch says about exporting, and the logits match
     # transformers' fallback run eagerly.
-    if "qwen3_next" not in COVERED:
-        pytest.skip("transformers has no Qwen3-Next (the README's workaround block imports it)")
     ids = torch.randint(3, 96, (2, 21), generator=torch.Generator().manual_seed(1)).to(device)
     with patching(monkeypatch) as cells, torch.no_grad():
         use_fallback(monkeypatch, cells, model_type)
         ref = build(model_type, device)(ids).logits
     with patching(monkeypatch) as cells, torch.no_grad():
         counting = use_ours(monkeypatch, cells, model_type)
-        apply_readme_workaround(monkeypatch, model_type, counting)
+        apply_compat_workaround(monkeypatch, model_type, counting)
         torch._dynamo.reset()
         compiled = torch.compile(build(model_type, device), backend="eager")
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
@@ -481,10 +474,10 @@ def _compiled_layer(device, backend, monkeypatch, cells):
     if hub_cells(mod, "causal_conv1d_fn") is not None and exporting_under_compile():
         # transformers' wrapper calls its own PyTorch code when exporting, and this PyTorch says
         # "exporting" under torch.compile too: a compiled model never reaches the installed
-        # package (README, "Tested with transformers"). Compile the layer with our functions
-        # where the wrapper stands, as transformers before 5.16 and the README's workaround do.
-        print("this PyTorch reports exporting under torch.compile: the README's workaround applied")
-        apply_readme_workaround(monkeypatch, "qwen3_next", counting)
+        # package (docs/transformers.md). Compile the layer with our functions where the wrapper
+        # stands, as transformers before 5.16 and causal_conv1d.compat's workaround do.
+        print("this PyTorch reports exporting under torch.compile: causal_conv1d.compat's workaround applied")
+        apply_compat_workaround(monkeypatch, "qwen3_next", counting)
     layer, cfg = _linear_attention_layer(device)
     x = torch.randn(2, 16, cfg.hidden_size, device=device)
 
