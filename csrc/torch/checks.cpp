@@ -107,6 +107,17 @@ void check_no_overlap(const char* op, const char* name, const at::Tensor& a, con
               " must not share memory with ", other);
 }
 
+void check_out_like(const char* op, const at::Tensor& out, const at::Tensor& x, const char* state_name,
+                    const at::Tensor& state) {
+  check_same_device(op, "out", out, x);
+  TORCH_CHECK(out.scalar_type() == x.scalar_type(), op, ": out must have x's dtype (", x.scalar_type(), "), got ",
+              out.scalar_type());
+  TORCH_CHECK(out.sizes() == x.sizes(), op, ": out must have x's shape ", shape_str(x.sizes()), ", got ",
+              shape_str(out.sizes()));
+  check_no_overlap(op, "out", out, "x", x);
+  check_no_overlap(op, "out", out, state_name, state);
+}
+
 namespace {
 
 // A tensor with x's device, dtype and shape, and stride 1 along the dim x has it (its layout).
@@ -273,13 +284,7 @@ UpdateParams make_update_params(const at::Tensor& x, const at::Tensor& conv_stat
   p.num_cache_lines = conv_state.size(0);
   p.state_len = conv_state.size(2);
 
-  check_same_device(kUpdate, "out", out, x);
-  TORCH_CHECK(out.scalar_type() == x.scalar_type(), kUpdate, ": out must have x's dtype (", x.scalar_type(), "), got ",
-              out.scalar_type());
-  TORCH_CHECK(out.sizes() == x.sizes(), kUpdate, ": out must have x's shape ", shape_str(x.sizes()), ", got ",
-              shape_str(out.sizes()));
-  check_no_overlap(kUpdate, "out", out, "x", x);
-  check_no_overlap(kUpdate, "out", out, "conv_state", conv_state);
+  check_out_like(kUpdate, out, x, "conv_state", conv_state);
 
   p.x = x.data_ptr();
   p.x_batch_stride = x.stride(0);

@@ -35,6 +35,10 @@ int check_weight(const char* op, const at::Tensor& weight, const at::Tensor& x, 
 // Optional bias (dim,) in weight's dtype on x's device.
 void check_bias(const char* op, const OptTensor& bias, const at::Tensor& weight, const at::Tensor& x, int64_t dim);
 void check_no_overlap(const char* op, const char* name, const at::Tensor& a, const char* other, const at::Tensor& b);
+// A caller-given out for an update-style op: x's device, dtype and shape (any strides), sharing
+// memory with neither x nor the state cache (named `state_name`).
+void check_out_like(const char* op, const at::Tensor& out, const at::Tensor& x, const char* state_name,
+                    const at::Tensor& state);
 
 // Builds FwdParams from the op's arguments after checking them all. Layout follows x.
 FwdParams make_fwd_params(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias,

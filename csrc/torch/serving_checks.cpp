@@ -115,13 +115,7 @@ ServingFwdParams make_serving_fwd_params(const at::Tensor& x, const at::Tensor& 
   take_cache(kFn, "conv_states", conv_states, x, p);
   p.conv_states = conv_states.data_ptr();
 
-  check_same_device(kFn, "out", out, x);
-  TORCH_CHECK(out.scalar_type() == x.scalar_type(), kFn, ": out must have x's dtype (", x.scalar_type(), "), got ",
-              out.scalar_type());
-  TORCH_CHECK(out.sizes() == x.sizes(), kFn, ": out must have x's shape ", shape_str(x.sizes()), ", got ",
-              shape_str(out.sizes()));
-  check_no_overlap(kFn, "out", out, "x", x);
-  check_no_overlap(kFn, "out", out, "conv_states", conv_states);
+  check_out_like(kFn, out, x, "conv_states", conv_states);
   p.out = out.data_ptr();
   p.out_c_stride = out.stride(0);
   p.out_l_stride = out.stride(1);
