@@ -1,17 +1,16 @@
 // See vec.h. Every loop here is a `#pragma omp simd` loop over contiguous floats (compiled with
 // -fopenmp-simd -fno-math-errno -fno-trapping-math); the width is a template parameter so the tap
-// loops unroll.
+// loops unroll. SiLU and its derivative come from vmath.h, inlined into the loops.
 #include "vec.h"
 
 #include <cmath>
 #include <cstring>
 
 #include "causal_conv1d/numeric.h"
+#include "vmath.h"
 
-// glibc declares the vector variants of expf (libmvec) only under -ffast-math; declaring them here
-// lets `#pragma omp simd` loops call _ZGV*N*v_expf without changing any other float semantics.
+// Clones are picked at load time through an ifunc (GCC, glibc).
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)
-extern "C" float expf(float) noexcept __attribute__((__simd__("notinbranch")));
 #define CC_CPU_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
 #else
 #define CC_CPU_CLONES
@@ -53,7 +52,7 @@ CC_VEC_INLINE void conv_row_t(const float* halo, const float* __restrict x, floa
       const int64_t j = i - kH + k;
       a += wk[k] * (j < 0 ? halo[kH + j] : x[j]);
     }
-    out[i] = silu ? a / (1.0f + expf(-a)) : a;
+    out[i] = silu ? vmath::silu(a) : a;
   }
   const float* __restrict xb = x - kH;  // xb[i + k] = x[i - kH + k], inside x for i >= kH
 #pragma omp simd
@@ -64,7 +63,7 @@ CC_VEC_INLINE void conv_row_t(const float* halo, const float* __restrict x, floa
   }
   if (silu) {  // a second pass over the chunk just written (in L1)
 #pragma omp simd
-    for (int64_t i = kH; i < n; ++i) out[i] = out[i] / (1.0f + expf(-out[i]));
+    for (int64_t i = kH; i < n; ++i) out[i] = vmath::silu(out[i]);
   }
 }
 
@@ -111,15 +110,9 @@ CC_VEC_INLINE void conv_cols_t(const float* const* rows, float* const* outs, int
     for (int s = 0; s < kS; ++s) {
       float* __restrict os = o[s];
 #pragma omp simd
-      for (int64_t c = 0; c < n; ++c) os[c] = os[c] / (1.0f + expf(-os[c]));
+      for (int64_t c = 0; c < n; ++c) os[c] = vmath::silu(os[c]);
     }
   }
-}
-
-// g * silu'(y) = g * sig * (1 + y * (1 - sig)), sig = 1 / (1 + exp(-y)).
-CC_VEC_INLINE float dsilu_times(float y, float g) {
-  const float sig = 1.0f / (1.0f + expf(-y));
-  return g * sig * (1.0f + y * (1.0f - sig));
 }
 
 template <int kW>
@@ -136,7 +129,7 @@ CC_VEC_INLINE void conv_row_bwd_t(const float* __restrict xs, const float* __res
     for (int64_t i = 0; i < m; ++i) {
       float y = bias;
       for (int k = 0; k < kW; ++k) y += wk[k] * xs[i + k];
-      dy[i] = dsilu_times(y, g[i]);
+      dy[i] = vmath::dsilu_times(y, g[i]);
     }
   } else {
 #pragma omp simd
@@ -177,7 +170,7 @@ CC_VEC_INLINE void conv_cols_bwd_t(const float* const* x_rows, const float* __re
     for (int64_t c = 0; c < n; ++c) {
       float y = bias[c];
       for (int k = 0; k < kW; ++k) y += wr[k][c] * xr[k][c];
-      dy_out[c] = dsilu_times(y, g[c]);
+      dy_out[c] = vmath::dsilu_times(y, g[c]);
     }
   } else {
 #pragma omp simd
@@ -234,7 +227,7 @@ CC_VEC_INLINE void update_step_t(float* st, int64_t S, const float* __restrict x
     }
     if (silu) {  // a second pass: an expf call in the loop above spills its permuted lanes
 #pragma omp simd
-      for (int64_t c = 0; c < n; ++c) out[c] = out[c] / (1.0f + expf(-out[c]));
+      for (int64_t c = 0; c < n; ++c) out[c] = vmath::silu(out[c]);
     }
     return;
   }
@@ -244,7 +237,7 @@ CC_VEC_INLINE void update_step_t(float* st, int64_t S, const float* __restrict x
   for (int64_t c = 0; c < n; ++c) {
     float a = bias[c] + wt[kH * ld + c] * x[c];
     for (int k = 0; k < kH; ++k) a += wt[k * ld + c] * win[c * S + first + k];
-    out[c] = silu ? a / (1.0f + expf(-a)) : a;
+    out[c] = silu ? vmath::silu(a) : a;
   }
   // Shift every channel's entries left by one (in place: each element is read before the one
   // before it is written), then the new token at the end of each channel.
@@ -306,6 +299,16 @@ CC_CPU_CLONES void update_step(float* st, int64_t S, const float* x, float* out,
 #define CC_CALL(W) update_step_t<W>(st, S, x, out, n, wt, ld, bias, silu)
     CC_WIDTH_SWITCH(width, CC_CALL)
 #undef CC_CALL
+}
+
+CC_CPU_CLONES void exp_row(const float* __restrict x, float* __restrict y, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] = vmath::exp(x[i]);
+}
+
+CC_CPU_CLONES void silu_row(const float* __restrict x, float* __restrict y, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] = vmath::silu(x[i]);
 }
 
 CC_CPU_CLONES void widen(const void* src, DType t, float* __restrict dst, int64_t n) {

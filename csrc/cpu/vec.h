@@ -1,8 +1,8 @@
 // Vectorised building blocks of the CPU backend: contiguous float rows in, float rows out, so the
 // compiler turns every loop into SIMD code. With GCC on x86-64 each has clones for the baseline
 // (SSE2), x86-64-v3 (AVX2, FMA, F16C) and x86-64-v4 (AVX-512), picked at load time by the CPU
-// (target_clones), and SiLU's exp comes from glibc's libmvec (vector expf) through OpenMP SIMD.
-// No torch, no new run-time dependency (libmvec is part of glibc's libm).
+// (target_clones). SiLU's exp is vmath.h's polynomial, inlined into the loops. No torch, no
+// run-time dependency beyond libstdc++ and libm.
 //
 // The callers (fwd.cpp, bwd.cpp) move data between tensors of any dtype and strides and these float
 // rows, sized to stay in L1.
@@ -55,6 +55,11 @@ void conv_cols_bwd(const float* const* x_rows, const float* g, float* dy_out, co
 // channel's entries shift left by one and x[c] becomes the last. S >= width - 1; wt tap-major.
 void update_step(float* st, int64_t S, const float* x, float* out, int64_t n, const float* wt, int64_t ld, int width,
                  const float* bias, bool silu);
+
+// y[i] = vmath::exp(x[i]) / vmath::silu(x[i]) (vmath.h), through the same clones as the kernels:
+// what the tests check the error bounds on.
+void exp_row(const float* x, float* y, int64_t n);
+void silu_row(const float* x, float* y, int64_t n);
 
 // dtype <-> float rows (round to nearest even, as PyTorch).
 void widen(const void* src, DType t, float* dst, int64_t n);
