@@ -52,7 +52,7 @@ CC_VEC_INLINE void conv_row_t(const float* halo, const float* __restrict x, floa
       const int64_t j = i - kH + k;
       a += wk[k] * (j < 0 ? halo[kH + j] : x[j]);
     }
-    out[i] = silu ? vmath::silu(a) : a;
+    out[i] = silu ? vmath::silu<6>(a) : a;
   }
   const float* __restrict xb = x - kH;  // xb[i + k] = x[i - kH + k], inside x for i >= kH
 #pragma omp simd
@@ -63,7 +63,7 @@ CC_VEC_INLINE void conv_row_t(const float* halo, const float* __restrict x, floa
   }
   if (silu) {  // a second pass over the chunk just written (in L1)
 #pragma omp simd
-    for (int64_t i = kH; i < n; ++i) out[i] = vmath::silu(out[i]);
+    for (int64_t i = kH; i < n; ++i) out[i] = vmath::silu<6>(out[i]);
   }
 }
 
@@ -110,7 +110,7 @@ CC_VEC_INLINE void conv_cols_t(const float* const* rows, float* const* outs, int
     for (int s = 0; s < kS; ++s) {
       float* __restrict os = o[s];
 #pragma omp simd
-      for (int64_t c = 0; c < n; ++c) os[c] = vmath::silu(os[c]);
+      for (int64_t c = 0; c < n; ++c) os[c] = vmath::silu<6>(os[c]);
     }
   }
 }
@@ -227,7 +227,7 @@ CC_VEC_INLINE void update_step_t(float* st, int64_t S, const float* __restrict x
     }
     if (silu) {  // a second pass: an expf call in the loop above spills its permuted lanes
 #pragma omp simd
-      for (int64_t c = 0; c < n; ++c) out[c] = vmath::silu(out[c]);
+      for (int64_t c = 0; c < n; ++c) out[c] = vmath::silu<6>(out[c]);
     }
     return;
   }
@@ -237,7 +237,7 @@ CC_VEC_INLINE void update_step_t(float* st, int64_t S, const float* __restrict x
   for (int64_t c = 0; c < n; ++c) {
     float a = bias[c] + wt[kH * ld + c] * x[c];
     for (int k = 0; k < kH; ++k) a += wt[k * ld + c] * win[c * S + first + k];
-    out[c] = silu ? vmath::silu(a) : a;
+    out[c] = silu ? vmath::silu<6>(a) : a;
   }
   // Shift every channel's entries left by one (in place: each element is read before the one
   // before it is written), then the new token at the end of each channel.
@@ -301,14 +301,29 @@ CC_CPU_CLONES void update_step(float* st, int64_t S, const float* x, float* out,
 #undef CC_CALL
 }
 
-CC_CPU_CLONES void exp_row(const float* __restrict x, float* __restrict y, int64_t n) {
+CC_CPU_CLONES void exp_neg_abs_row(const float* __restrict x, float* __restrict y, int64_t n, int degree) {
+  if (degree == 4) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) y[i] = vmath::exp(x[i]);
+    for (int64_t i = 0; i < n; ++i) y[i] = vmath::exp_neg_abs<4>(x[i]);
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) y[i] = vmath::exp_neg_abs<6>(x[i]);
+  }
 }
 
-CC_CPU_CLONES void silu_row(const float* __restrict x, float* __restrict y, int64_t n) {
+CC_CPU_CLONES void silu_row(const float* __restrict x, float* __restrict y, int64_t n, int degree) {
+  if (degree == 4) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) y[i] = vmath::silu(x[i]);
+    for (int64_t i = 0; i < n; ++i) y[i] = vmath::silu<4>(x[i]);
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) y[i] = vmath::silu<6>(x[i]);
+  }
+}
+
+CC_CPU_CLONES void dsilu_row(const float* __restrict y, const float* __restrict g, float* __restrict out, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = vmath::dsilu_times(y[i], g[i]);
 }
 
 CC_CPU_CLONES void widen(const void* src, DType t, float* __restrict dst, int64_t n) {

@@ -56,10 +56,12 @@ void conv_cols_bwd(const float* const* x_rows, const float* g, float* dy_out, co
 void update_step(float* st, int64_t S, const float* x, float* out, int64_t n, const float* wt, int64_t ld, int width,
                  const float* bias, bool silu);
 
-// y[i] = vmath::exp(x[i]) / vmath::silu(x[i]) (vmath.h), through the same clones as the kernels:
-// what the tests check the error bounds on.
-void exp_row(const float* x, float* y, int64_t n);
-void silu_row(const float* x, float* y, int64_t n);
+// vmath.h's functions over rows, through the same clones as the kernels: what the tests check the
+// error bounds on. y[i] = exp(-|x[i]|), y[i] = silu(x[i]) (exp of degree 6 or 4),
+// out[i] = g[i] * silu'(y[i]).
+void exp_neg_abs_row(const float* x, float* y, int64_t n, int degree);
+void silu_row(const float* x, float* y, int64_t n, int degree);
+void dsilu_row(const float* y, const float* g, float* out, int64_t n);
 
 // dtype <-> float rows (round to nearest even, as PyTorch).
 void widen(const void* src, DType t, float* dst, int64_t n);

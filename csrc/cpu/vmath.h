@@ -1,25 +1,33 @@
-// exp, SiLU and SiLU's derivative as straight-line float code (bit casts through memcpy, selects
-// instead of branches) that GCC and Clang inline into the CPU backend's `#pragma omp simd` loops
-// and vectorise at the loop's width (SSE2, AVX2 or AVX-512 in vec.cpp's clones). A libm call
-// (glibc's libmvec expf, used before issue 23) cannot be fused into a loop: the call spills every
-// live register, so SiLU had to be a separate pass, and libmvec's AVX-512 expf alone cost
-// 0.35-0.45 ns per element. Torch-free; internal to csrc/cpu and the tests.
+// SiLU and SiLU's derivative for the CPU backend's `#pragma omp simd` loops, on an exp of its own
+// (issue 23; glibc's libmvec expf before): straight-line float code (bit casts through memcpy,
+// selects instead of branches) that GCC and Clang inline and vectorise at the loop's width (SSE2,
+// AVX2 or AVX-512 in vec.cpp's clones), with no call, no library and no tables. On the dev
+// machine (AMD EPYC, AVX2) the degree-6 exp below costs 0.33 ns per element on L1-resident rows
+// against 0.45-0.48 for libmvec's AVX2 expf; SiLU itself is bound by its division (2.5 cycles per
+// 8 lanes) and the two FMA pipes. Torch-free; internal to csrc/cpu and the tests.
 //
-// exp(x): x = k ln2 + r with k = round(x / ln2) and |r| <= ln2 / 2 (ln2 in two parts, the first
-// with 15 significant bits so k * ln2_hi and x - k * ln2_hi are exact), exp(r) by a degree-6
-// polynomial with constant term 1 (minimax for relative error on [-ln2/2, ln2/2]: 2.6e-9, 2.9e-8
-// with its coefficients rounded to float), then the result times 2^k as two powers of two,
-// 2^(k/2) * 2^(k - k/2), each a normal float: results in the subnormal range round once, and x
-// above ln(FLT_MAX) = 88.7228 overflows to +inf in the multiply.
+// Both need only e = exp(-|a|), in (0, 1]: it cannot overflow, and the sigmoid follows without
+// cancellation on either side, s = 1 / (1 + e) for a >= 0 and e / (1 + e) for a < 0 (1 - s is the
+// other one).
 //
-// Error against the exact exp(x), in ulp of the exact value (2^-149 where it is below FLT_MIN),
-// measured over every one of the 2^32 floats x (tests/cpp/test_cpu_vmath.cpp; its default run
-// sweeps every 127th bit pattern and the under- and overflow edges densely, holding kExpMaxUlp):
-//   - 1.19 ulp with FMA (the x86-64-v3 clone; v4 runs the same operations), 1.48 ulp with
-//     separate multiply and add (the SSE2 baseline): relative error <= 1.5 * 2^-23 = 1.8e-7 for
-//     normal results (x >= -87.34), and within 1.5 subnormal steps for subnormal ones;
-//   - x < -103.97 (exp(x) < 2^-150, also -inf): +0; x > 88.7228 (also +inf): +inf; NaN: NaN;
-//     exp(+-0) = 1 exactly.
+// exp_neg_abs<kDegree>(a) = exp(-|a|): -|a| = k ln2 + r with k = round(-|a| / ln2) and
+// |r| <= ln2 / 2 (ln2 in two parts, the first with 15 significant bits so k * ln2_hi and
+// |a| + k * ln2_hi are exact), exp(r) by a polynomial with constant term 1, minimax for relative
+// error on [-ln2/2, ln2/2] (Remez, coefficients rounded to float), times 2^k (exact: the result
+// is a normal float for |a| <= 87). Two degrees:
+//   - 6 (fp32 outputs, the backward): 2.6e-9 for the polynomial, 2.9e-8 with float coefficients;
+//   - 4 (outputs rounded to bf16 or fp16 next, whose half ulp is 2^-9 / 2^-11): 3.6e-6.
+//
+// Error against the exact exp(-|a|), over every one of the 2^32 floats a (measured by
+// tests/cpp/test_cpu_vmath.cpp with CAUSAL_CONV1D_VMATH_STEP=1; its default run sweeps every 127th
+// bit pattern and the flush edge densely, holding the bounds below):
+//   - degree 6, |a| <= 87: at most kExpMaxUlp = 1.5 ulp (relative error 1.8e-7): 1.19 ulp with
+//     FMA (the x86-64-v3 clone; v4 runs the same operations), 1.48 ulp with separate multiply and
+//     add (the SSE2 baseline);
+//   - degree 4, |a| <= 87: relative error at most kExp4MaxRel = 4e-6 (3.63e-6 with FMA, 3.65e-6
+//     without);
+//   - |a| > 87, also +-inf: +0 (the exact value is below exp(-87) = 1.65e-38);
+//   - NaN: NaN. exp_neg_abs(+-0) = 1 exactly.
 #pragma once
 
 #include <cstdint>
@@ -33,8 +41,14 @@
 
 namespace causal_conv1d::cpu::vmath {
 
-// The bound the tests hold exp to (ulp of the exact result).
+// The bounds the tests hold these functions to (see each function).
 constexpr double kExpMaxUlp = 1.5;
+constexpr double kExp4MaxRel = 4e-6;
+constexpr double kSiluMaxUlp = 3.5;
+constexpr double kSilu4MaxRel = 5e-6;
+constexpr double kDsiluMaxErr = 6.0;
+// Above this |a|, exp_neg_abs gives +0.
+constexpr float kExpNegAbsFlush = 87.0f;
 
 CC_VMATH_INLINE float as_float(uint32_t u) {
   float f;
@@ -47,45 +61,63 @@ CC_VMATH_INLINE uint32_t as_bits(float f) {
   return u;
 }
 
-CC_VMATH_INLINE float exp(float x) {
-  // Clamp (NaN passes: both comparisons are false) so that k fits the two-factor scaling below:
-  // exp(-104) < 2^-150 rounds to +0 and exp(89) > FLT_MAX is +inf, like any x beyond them.
-  x = x < -104.0f ? -104.0f : x;
-  x = x > 89.0f ? 89.0f : x;
-  // k = round(x / ln2) in [-150, 128]: adding 1.5 * 2^23 leaves k in the low mantissa bits.
+template <int kDegree>
+CC_VMATH_INLINE float exp_neg_abs(float a) {
+  static_assert(kDegree == 6 || kDegree == 4, "exp_neg_abs: degree 6 (fp32) or 4 (16-bit outputs)");
+  const float y = as_float(as_bits(a) & 0x7fffffffu);  // |a|
+  // k = round(-y / ln2) in [-126, 0] for y <= 87: adding 1.5 * 2^23 leaves k in the low mantissa
+  // bits. Larger y (also inf) give garbage here and are replaced by 0 at the end; NaN stays NaN.
   constexpr float kShift = 0x1.8p23f;
-  const float kf = x * 0x1.715476p+0f + kShift;
+  const float kf = y * -0x1.715476p+0f + kShift;
   const float k = kf - kShift;
-  const float r = (x - k * 0x1.62e4p-1f) - k * 0x1.7f7d1cp-20f;  // ln2 = 0x1.62e4p-1 + 0x1.7f7d1cp-20
-  float p = 0x1.709b64p-10f;
-  p = p * r + 0x1.12903ep-7f;
-  p = p * r + 0x1.55515ep-5f;
-  p = p * r + 0x1.5553c2p-3f;
-  p = p * r + 0x1.000002p-1f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  // 2^k = 2^k1 * 2^k2 with k1 = floor(k / 2), k2 = k - k1, both in [-75, 64]: normal floats.
-  const int32_t ki = int32_t(as_bits(kf) - as_bits(kShift));
-  const int32_t k1 = ki >> 1, k2 = ki - k1;
-  return p * as_float(uint32_t(k1 + 127) << 23) * as_float(uint32_t(k2 + 127) << 23);
+  const float t = (y + k * 0x1.62e4p-1f) + k * 0x1.7f7d1cp-20f;  // -r; ln2 = 0x1.62e4p-1 + 0x1.7f7d1cp-20
+  // exp(r) = p(-t): the polynomial's odd coefficients negated.
+  float p;
+  if constexpr (kDegree == 6) {
+    p = 0x1.709b64p-10f;
+    p = p * t - 0x1.12903ep-7f;
+    p = p * t + 0x1.55515ep-5f;
+    p = p * t - 0x1.5553c2p-3f;
+    p = p * t + 0x1.000002p-1f;
+    p = p * t - 1.0f;
+    p = p * t + 1.0f;
+  } else {
+    p = 0x1.5b2e66p-5f;
+    p = p * t - 0x1.583da2p-3f;
+    p = p * t + 0x1.fff56ap-2f;
+    p = p * t - 0x1.fff9a6p-1f;
+    p = p * t + 1.0f;
+  }
+  // 2^k from k << 23 added to 1.0f's bits (bits(kShift) << 23 wraps to 0, so bits(kf) << 23 is
+  // k << 23): a normal float for k in [-126, 0], and p * 2^k is exact (p is in [0.7, 1.42], and
+  // k = -126 only where p > 1). A multiply rather than an add to p's bits: NaN stays NaN.
+  const float e = p * as_float((as_bits(kf) << 23) + 0x3f800000u);
+  return y > kExpNegAbsFlush ? 0.0f : e;
 }
 
-// silu(a) = a / (1 + exp(-a)): exp's error, one rounding of the sum and one of the quotient, at
-// most kSiluMaxUlp ulp (2.33 measured: the same in both clones). a < -88.72: -0 (exp(-a) is inf;
-// the exact value is below 2.7e-37 in magnitude); a = +inf: +inf; a = -inf or NaN: NaN, as the
-// formula gives in any precision.
-constexpr double kSiluMaxUlp = 2.5;
-CC_VMATH_INLINE float silu(float a) { return a / (1.0f + vmath::exp(-a)); }
+// silu(a) = a / (1 + exp(-a)) = (a >= 0 ? a : a * e) / (1 + e) with e = exp(-|a|), over every
+// float a: degree 6 at most kSiluMaxUlp ulp from the exact value (3.34 measured with FMA, 3.46
+// without); degree 4 a relative error at most kSilu4MaxRel (3.77e-6 measured; absolute, in units
+// of FLT_MIN, for results below it). Both: a < -87 gives -0 (the exact value is below 1.5e-36 in
+// magnitude); +inf: +inf; -inf and NaN: NaN, as the formula in any precision (-inf / inf).
+template <int kDegree>
+CC_VMATH_INLINE float silu(float a) {
+  const float e = exp_neg_abs<kDegree>(a);
+  return (a < 0.0f ? a * e : a) / (1.0f + e);
+}
 
-// g * silu'(y) = g * s * (1 + y * (1 - s)) with s = sigmoid(y) = 1 / (1 + exp(-y)), as PyTorch's
-// silu_backward. The bracket cancels near y = -1.28 (where silu' is 0), so the error bound is
-// absolute: |error| <= kDsiluMaxErr * 2^-24 * |g| * (1 + |y|) * max(s, 2^-126) (s is subnormal
-// below y = -87.3). y < -88.72: +-0 (the exact value
-// is below 2.7e-37 |g|); y = +-inf: NaN (inf * 0), as the formula in any precision.
-constexpr double kDsiluMaxErr = 5.0;  // 4.48 measured
+// g * silu'(y) = g * s * (1 + y * (1 - s)), s = sigmoid(y), as PyTorch's silu_backward, with s
+// and 1 - s from e = exp(-|y|) as above. The bracket cancels near y = -1.28 (where silu' is 0), so
+// the bound is absolute: |error| <= kDsiluMaxErr * 2^-24 * |g| * (1 + |y|) * max(s, 2^-126), over
+// every float y (5.28 measured with FMA, 5.79 without). y < -87: +-0 (the exact value is below
+// 1.5e-36 |g|); y = +-inf: NaN (inf * 0), as the formula in any precision.
 CC_VMATH_INLINE float dsilu_times(float y, float g) {
-  const float s = 1.0f / (1.0f + vmath::exp(-y));
-  return g * s * (1.0f + y * (1.0f - s));
+  const float e = exp_neg_abs<6>(y);
+  const float q = 1.0f / (1.0f + e), eq = e * q;
+  const bool neg = y < 0.0f;
+  const float s = neg ? eq : q;    // sigmoid(y)
+  const float oms = neg ? q : eq;  // 1 - sigmoid(y)
+  return g * s * (1.0f + y * oms);
 }
 
 }  // namespace causal_conv1d::cpu::vmath
