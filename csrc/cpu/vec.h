@@ -14,17 +14,22 @@
 
 namespace causal_conv1d::cpu::vec {
 
+// act is SiLU (vmath.h; its exp of degree 6 for fp32 outputs, 4 for 16-bit ones, which are rounded
+// far more coarsely) or the identity.
+//
 // Channel-first row: out[i] = act(bias + sum_k w[k] * in[i - (width-1) + k]) for i in [0, n),
 // where in[j] = x[j] for j >= 0 and halo[width - 1 + j] for the width - 1 positions before x.
-// x and out may be the tensors themselves (fp32, contiguous): no staging copy.
-void conv_row(const float* halo, const float* x, float* out, int64_t n, const float* w, int width, float bias,
+// x: n contiguous floats (x itself when fp32 and contiguous, else a widened copy: each input is read
+// width times); out: n contiguous elements of dtype t (out itself where contiguous).
+void conv_row(const float* halo, const float* x, void* out, DType t, int64_t n, const float* w, int width, float bias,
               bool silu);
 
 // Channel-last: `steps` consecutive time steps (1 .. kMaxColSteps) over n channels. rows: the
-// steps + width - 1 input rows, oldest first; outs: the steps output rows. For step s:
-// outs[s][c] = act(bias[c] + sum_k wt[k * ld + c] * rows[s + k][c]).
+// steps + width - 1 input rows (float), oldest first; outs: the steps output rows, n contiguous
+// elements of dtype t each. For step s: outs[s][c] = act(bias[c] + sum_k wt[k * ld + c] *
+// rows[s + k][c]).
 constexpr int kMaxColSteps = 4;
-void conv_cols(const float* const* rows, float* const* outs, int steps, int64_t n, const float* wt, int64_t ld,
+void conv_cols(const float* const* rows, void* const* outs, DType t, int steps, int64_t n, const float* wt, int64_t ld,
                int width, const float* bias, bool silu);
 
 // Backward of a channel-first row of n outputs. xs: the width - 1 inputs before output 0, the n

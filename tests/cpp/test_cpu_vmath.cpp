@@ -2,7 +2,7 @@
 // float bit patterns (every 127th of all 2^32, plus every float around the flush edge), two ways: through vec.cpp's row
 // functions (the clone this CPU runs, with FMA on x86-64-v3 and v4) and inlined into this file (compiled for the
 // baseline: separate multiply and add). CAUSAL_CONV1D_VMATH_STEP=1 sweeps every float (about 10 minutes; the figures in
-// vmath.h come from such a run).
+// vmath.h come from such a run). Also: vec.cpp's 16-bit row conversions against numeric.h's.
 #include <gtest/gtest.h>
 
 #include <cfloat>
@@ -252,6 +252,51 @@ TEST(CpuVmath, DsiluWithinBoundOverTheFloatRange) {
   EXPECT_LE(lib.err, vmath::kDsiluMaxErr) << "at y = " << lib.at;
   EXPECT_LE(inl.err, vmath::kDsiluMaxErr) << "at y = " << inl.at;
   EXPECT_TRUE(std::isnan(vmath::dsilu_times(std::numeric_limits<float>::quiet_NaN(), 1.0f)));
+}
+
+// vec.cpp's 16-bit row conversions (bf16 by integer operations that vectorise, fp16 by F16C where
+// the compiler has _Float16) against the scalar ones of numeric.h, which PyTorch's match: the same
+// bits for every half and bf16 and a sweep of floats (NaN: NaN; F16C quiets signalling NaNs).
+TEST(CpuVec, SixteenBitRowsMatchScalarConversions) {
+  using causal_conv1d::DType;
+  std::vector<uint16_t> h(1 << 16);
+  for (uint32_t i = 0; i < h.size(); ++i) h[i] = uint16_t(i);
+  std::vector<float> f(h.size());
+  vec::widen(h.data(), DType::kFloat16, f.data(), int64_t(h.size()));
+  for (uint32_t i = 0; i < h.size(); ++i) {
+    const float want = causal_conv1d::half_to_float(h[i]);
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(f[i])) << "half 0x" << std::hex << i;
+    } else {
+      ASSERT_EQ(causal_conv1d::float_bits(f[i]), causal_conv1d::float_bits(want)) << "half 0x" << std::hex << i;
+    }
+  }
+  vec::widen(h.data(), DType::kBFloat16, f.data(), int64_t(h.size()));
+  for (uint32_t i = 0; i < h.size(); ++i)
+    ASSERT_EQ(causal_conv1d::float_bits(f[i]), uint32_t(i) << 16) << "bf16 0x" << std::hex << i;
+  std::vector<uint16_t> got_h, got_b;
+  int64_t count = 0;
+  // Dense: the half subnormal / normal edge and the overflow edge.
+  for_inputs({{0x1p-16f, 0x1p-13f}, {65000.0f, 66000.0f}}, [&](const std::vector<float>& xs) {
+    got_h.resize(xs.size());
+    got_b.resize(xs.size());
+    vec::narrow(xs.data(), DType::kFloat16, got_h.data(), int64_t(xs.size()));
+    vec::narrow(xs.data(), DType::kBFloat16, got_b.data(), int64_t(xs.size()));
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const float x = xs[i];
+      const uint16_t want_h = causal_conv1d::float_to_half(x);
+      if (std::isnan(x)) {
+        ASSERT_TRUE((got_h[i] & 0x7c00u) == 0x7c00u && (got_h[i] & 0x3ffu) != 0)
+            << "fp16 of NaN 0x" << std::hex << causal_conv1d::float_bits(x);
+      } else {
+        ASSERT_EQ(got_h[i], want_h) << "fp16 of " << x << " (0x" << std::hex << causal_conv1d::float_bits(x) << ")";
+      }
+      ASSERT_EQ(got_b[i], causal_conv1d::float_to_bf16(x))
+          << "bf16 of " << x << " (0x" << std::hex << causal_conv1d::float_bits(x) << ")";
+    }
+    count += int64_t(xs.size());
+  });
+  std::printf("16-bit narrowing checked on %lld floats\n", static_cast<long long>(count));
 }
 
 }  // namespace
