@@ -52,11 +52,12 @@ struct Bf16 {
   static constexpr bool kVecStore = true;
   static CC_VEC_INLINE float load(uint16_t b) { return bits_to_float(uint32_t(b) << 16); }
   static CC_VEC_INLINE uint16_t store(float f) {
-    const uint32_t u = float_to_bits(f);
-    const uint32_t rounded = u + 0x7fffu + ((u >> 16) & 1u);  // to nearest even
-    // NaN stays NaN, quiet. Chosen on 32-bit lanes and truncated once: GCC turns a select after
-    // the truncation into 16-bit blends (measured 6% slower).
-    return uint16_t((f != f ? u | 0x400000u : rounded) >> 16);
+    // NaN becomes the quiet NaN 0x7fc0, as PyTorch's c10::BFloat16; chosen on the float before
+    // the rounding (whose carry a NaN's payload could push into the sign) so the rest is plain
+    // integer work: measured 13% cheaper than selecting after it, which GCC moves past the
+    // truncation into 16-bit blends.
+    const uint32_t u = float_to_bits(f != f ? bits_to_float(0x7fc00000u) : f);
+    return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);  // to nearest even
   }
 };
 // fp16 through _Float16 (F16C in the v3 / v4 clones), where the compiler has it. GCC does not
