@@ -127,12 +127,16 @@ void fwd_blocks_channel_last_seq(const FwdParams& p, int64_t blk_begin, int64_t 
 // --- Vectorised paths (no seq_idx): float rows through vec.h ----------------------------------
 
 // Channel-first: each (batch, channel) row in chunks of kTimeChunk, the width - 1 previous inputs
-// carried as the halo (initial_states, or zeros, at first; the final states at the end). fp32
-// rows with unit stride are read and written in place; others go through float buffers.
+// carried as the halo (initial_states, or zeros, at first; the final states at the end). Inputs
+// are read in place when fp32 with unit stride (else widened into a float buffer: each is read
+// width times), outputs written in place in their dtype when their stride is 1 (else through a
+// float buffer).
 void fwd_rows_channel_first_vec(const FwdParams& p, int64_t row_begin, int64_t row_end) {
   const int halo = p.width - 1;
-  const bool f32 = p.x_dtype == DType::kFloat32;
-  std::vector<float> xbuf(kTimeChunk), obuf(kTimeChunk);
+  const bool direct_x = p.x_dtype == DType::kFloat32 && p.x_l_stride == 1;
+  const bool direct_out = p.out_l_stride == 1;
+  const int esize = dtype_size(p.x_dtype);
+  std::vector<float> xbuf(direct_x ? 0 : kTimeChunk), obuf(direct_out ? 0 : kTimeChunk);
   for (int64_t row = row_begin; row < row_end; ++row) {
     const int64_t b = row / p.dim, c = row % p.dim;
     float w[kMaxWidth], carry[kMaxWidth - 1];
@@ -148,15 +152,18 @@ void fwd_rows_channel_first_vec(const FwdParams& p, int64_t row_begin, int64_t r
     for (int64_t t0 = 0; t0 < p.seqlen; t0 += kTimeChunk) {
       const int64_t n = std::min(kTimeChunk, p.seqlen - t0);
       const float* xin = xbuf.data();
-      if (f32 && p.x_l_stride == 1) {
+      if (direct_x) {
         xin = static_cast<const float*>(p.x) + x_off + t0;
       } else {
         load_run(p.x, p.x_dtype, x_off + t0 * p.x_l_stride, p.x_l_stride, xbuf.data(), n);
       }
-      const bool direct_out = f32 && p.out_l_stride == 1;
-      float* o = direct_out ? static_cast<float*>(p.out) + out_off + t0 : obuf.data();
-      vec::conv_row(carry, xin, o, n, w, p.width, bias, p.silu);
-      if (!direct_out) store_run(obuf.data(), p.x_dtype, p.out, out_off + t0 * p.out_l_stride, p.out_l_stride, n);
+      if (direct_out) {
+        vec::conv_row(carry, xin, static_cast<char*>(p.out) + (out_off + t0) * esize, p.x_dtype, n, w, p.width, bias,
+                      p.silu);
+      } else {
+        vec::conv_row(carry, xin, obuf.data(), DType::kFloat32, n, w, p.width, bias, p.silu);
+        store_run(obuf.data(), p.x_dtype, p.out, out_off + t0 * p.out_l_stride, p.out_l_stride, n);
+      }
       // The last width - 1 inputs of [carry, this chunk] are the next chunk's halo.
       for (int j = 0; j < halo; ++j) {
         const int64_t q = n - halo + j;  // position in this chunk
@@ -172,10 +179,11 @@ void fwd_rows_channel_first_vec(const FwdParams& p, int64_t row_begin, int64_t r
 }
 
 // Channel-last: a task (ClTasks) is kChannelBlockVec channels by kTimeBlock steps of one batch row.
-// It walks its steps vec::kMaxColSteps at a time (vec::conv_cols). fp32 rows with unit channel
-// stride are used in place (x's rows as the window, out's rows as the results); others go through
-// a ring of float rows and float output rows. Rows before t = 0 come from initial_states (or are
-// zeros); the task ending at seqlen writes the final states.
+// It walks its steps vec::kMaxColSteps at a time (vec::conv_cols). Rows of x with unit channel
+// stride are used in place when fp32 (else widened once into a ring of float rows: each is read
+// width times); rows of out with unit channel stride are written in place in their dtype (else
+// through float rows). Rows before t = 0 come from initial_states (or are zeros); the task ending
+// at seqlen writes the final states.
 constexpr int64_t kTimeBlock = 512;
 
 void fwd_tasks_channel_last_vec(const FwdParams& p, const ClTasks& tasks, int64_t task_begin, int64_t task_end) {
@@ -184,7 +192,8 @@ void fwd_tasks_channel_last_vec(const FwdParams& p, const ClTasks& tasks, int64_
   constexpr int kS = vec::kMaxColSteps;
   const int64_t ring_rows = halo + kS;  // rows t - halo .. t + kS - 1 have distinct slots
   const bool direct_x = p.x_dtype == DType::kFloat32 && p.x_c_stride == 1;
-  const bool direct_out = p.x_dtype == DType::kFloat32 && p.out_c_stride == 1;
+  const bool direct_out = p.out_c_stride == 1;
+  const int esize = dtype_size(p.x_dtype);
   std::vector<float> wt(kMaxWidth * kLd), bias(kB), before((kMaxWidth - 1) * kLd);
   std::vector<float> ring(direct_x ? 0 : (kMaxWidth - 1 + kS) * kLd), obuf(direct_out ? 0 : kS * kLd);
   for (int64_t task = task_begin; task < task_end; ++task) {
@@ -225,14 +234,16 @@ void fwd_tasks_channel_last_vec(const FwdParams& p, const ClTasks& tasks, int64_
       const int steps = int(std::min<int64_t>(kS, t1 - t));
       load_rows(t, t + steps);
       const float* win[kMaxWidth - 1 + kS];
-      float* outs[kS];
+      void* outs[kS];
       for (int k = 0; k < halo + steps; ++k) win[k] = row_of(t - halo + k);
       for (int s = 0; s < steps; ++s)
-        outs[s] = direct_out ? static_cast<float*>(p.out) + out_off + (t + s) * p.out_l_stride : obuf.data() + s * kLd;
-      vec::conv_cols(win, outs, steps, nc, wt.data(), kLd, p.width, bias.data(), p.silu);
+        outs[s] = direct_out ? static_cast<char*>(p.out) + (out_off + (t + s) * p.out_l_stride) * esize
+                             : static_cast<void*>(obuf.data() + s * kLd);
+      vec::conv_cols(win, outs, direct_out ? p.x_dtype : DType::kFloat32, steps, nc, wt.data(), kLd, p.width,
+                     bias.data(), p.silu);
       if (!direct_out) {
         for (int s = 0; s < steps; ++s)
-          store_run(outs[s], p.x_dtype, p.out, out_off + (t + s) * p.out_l_stride, p.out_c_stride, nc);
+          store_run(obuf.data() + s * kLd, p.x_dtype, p.out, out_off + (t + s) * p.out_l_stride, p.out_c_stride, nc);
       }
     }
     if (p.final_states && t1 == p.seqlen) {

@@ -43,17 +43,20 @@ void load_block_weights(const Params& p, int64_t c0, int64_t n, BlockWeights& bw
   }
 }
 
-// outs[s] = act(bias + sum_k w[k] * rows[s + k]) for `steps` outputs, rows: steps + width - 1
-// consecutive float rows (stride `ld`) starting at `first`.
-void conv_steps(const float* first, int64_t ld, float* out_rows, int64_t steps, int64_t n, int width,
+// out_row(j) = act(bias + sum_k w[k] * rows[j + k]) for the `steps` outputs j, rows: steps +
+// width - 1 consecutive float rows (stride `ld`) starting at `first`; out_row(j) points to n
+// contiguous elements of dtype ot (the output tensor's own row where its channels are contiguous,
+// so SiLU and the rounding happen in one pass, else a float row).
+template <typename OutRow>
+void conv_steps(const float* first, int64_t ld, OutRow out_row, DType ot, int64_t steps, int64_t n, int width,
                 const BlockWeights& bw, bool silu) {
   for (int64_t s0 = 0; s0 < steps; s0 += vec::kMaxColSteps) {
     const int s = static_cast<int>(std::min<int64_t>(vec::kMaxColSteps, steps - s0));
     const float* rows[vec::kMaxColSteps + kMaxWidth - 1];
-    float* outs[vec::kMaxColSteps];
+    void* outs[vec::kMaxColSteps];
     for (int k = 0; k < s + width - 1; ++k) rows[k] = first + (s0 + k) * ld;
-    for (int k = 0; k < s; ++k) outs[k] = out_rows + (s0 + k) * ld;
-    vec::conv_cols(rows, outs, s, n, bw.wt, kServingBlock, width, bw.bias, silu);
+    for (int k = 0; k < s; ++k) outs[k] = out_row(s0 + k);
+    vec::conv_cols(rows, outs, ot, s, n, bw.wt, kServingBlock, width, bw.bias, silu);
   }
 }
 
@@ -96,7 +99,10 @@ void serving_fwd_task(const ServingFwdParams& p, int64_t i, int64_t c0, int64_t 
     }
   };
 
-  // Outputs, chunk by chunk: buf holds H rows of history then up to kServingChunk token rows.
+  // Outputs, chunk by chunk: buf holds H rows of history then up to kServingChunk token rows (and
+  // as many float output rows, used where out's channels are not contiguous).
+  const bool direct_out = p.out_c_stride == 1;
+  const int esize = dtype_size(t);
   buf.resize(static_cast<size_t>((H + 2 * kServingChunk) * ld));
   float* rows = buf.data();
   float* outs = buf.data() + (H + kServingChunk) * ld;
@@ -104,9 +110,15 @@ void serving_fwd_task(const ServingFwdParams& p, int64_t i, int64_t c0, int64_t 
   for (int64_t t0 = 0; t0 < r.len; t0 += kServingChunk) {
     const int64_t steps = std::min(kServingChunk, r.len - t0);
     for (int64_t s = 0; s < steps; ++s) load_concat_row(t0 + s, rows + (H + s) * ld);
-    conv_steps(rows, ld, outs, steps, n, p.width, bw, p.silu);
-    for (int64_t s = 0; s < steps; ++s)
-      store_run(outs + s * ld, t, p.out, out_off(r.start + t0 + s), p.out_c_stride, n);
+    auto out_row = [&](int64_t s) -> void* {
+      return direct_out ? static_cast<char*>(p.out) + out_off(r.start + t0 + s) * esize
+                        : static_cast<void*>(outs + s * ld);
+    };
+    conv_steps(rows, ld, out_row, direct_out ? t : DType::kFloat32, steps, n, p.width, bw, p.silu);
+    if (!direct_out) {
+      for (int64_t s = 0; s < steps; ++s)
+        store_run(outs + s * ld, t, p.out, out_off(r.start + t0 + s), p.out_c_stride, n);
+    }
     // The last H rows become the next chunk's history.
     std::memmove(rows, rows + steps * ld, static_cast<size_t>(H * ld) * sizeof(float));
   }
@@ -161,8 +173,16 @@ void serving_update_task(const ServingUpdateParams& p, int64_t i, int64_t c0, in
   for (int k = 0; k < H; ++k)
     load_run(p.conv_state, t, state_offset(p, r.in_line, c0, offset + k), p.state_c_stride, rows + k * ld, n);
   for (int64_t tok = 0; tok < r.len; ++tok) load_run(p.x, t, x_off(tok), p.x_c_stride, rows + (H + tok) * ld, n);
-  conv_steps(rows, ld, outs, r.len, n, p.width, bw, p.silu);
-  for (int64_t tok = 0; tok < r.len; ++tok) store_run(outs + tok * ld, t, p.x, x_off(tok), p.x_c_stride, n);
+  // Every token is in `rows` by now, so the outputs may go straight into x's rows.
+  const bool direct_out = p.x_c_stride == 1;
+  const int esize = dtype_size(t);
+  auto out_row = [&](int64_t tok) -> void* {
+    return direct_out ? static_cast<char*>(p.x) + x_off(tok) * esize : static_cast<void*>(outs + tok * ld);
+  };
+  conv_steps(rows, ld, out_row, direct_out ? t : DType::kFloat32, r.len, n, p.width, bw, p.silu);
+  if (!direct_out) {
+    for (int64_t tok = 0; tok < r.len; ++tok) store_run(outs + tok * ld, t, p.x, x_off(tok), p.x_c_stride, n);
+  }
   if (r.out_line >= 0) {
     for (int64_t s = 0; s < new_len; ++s)
       store_run(rows + (total - new_len + s) * ld, t, p.conv_state, state_offset(p, r.out_line, c0, s),

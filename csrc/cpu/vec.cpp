@@ -1,17 +1,17 @@
 // See vec.h. Every loop here is a `#pragma omp simd` loop over contiguous floats (compiled with
 // -fopenmp-simd -fno-math-errno -fno-trapping-math); the width is a template parameter so the tap
-// loops unroll.
+// loops unroll. SiLU and its derivative come from vmath.h, inlined into the loops.
 #include "vec.h"
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "causal_conv1d/numeric.h"
+#include "vmath.h"
 
-// glibc declares the vector variants of expf (libmvec) only under -ffast-math; declaring them here
-// lets `#pragma omp simd` loops call _ZGV*N*v_expf without changing any other float semantics.
+// Clones are picked at load time through an ifunc (GCC, glibc).
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)
-extern "C" float expf(float) noexcept __attribute__((__simd__("notinbranch")));
 #define CC_CPU_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
 #else
 #define CC_CPU_CLONES
@@ -39,9 +39,107 @@ CC_VEC_INLINE uint32_t float_to_bits(float f) {
   return u;
 }
 
+// Element types of the rows a kernel reads or writes in place: S is the storage, load widens to
+// float, store rounds to nearest even (as PyTorch); kVecStore: store vectorises.
+struct F32 {
+  using S = float;
+  static constexpr bool kVecStore = true;
+  static CC_VEC_INLINE float load(float v) { return v; }
+  static CC_VEC_INLINE float store(float v) { return v; }
+};
+struct Bf16 {
+  using S = uint16_t;
+  static constexpr bool kVecStore = true;
+  static CC_VEC_INLINE float load(uint16_t b) { return bits_to_float(uint32_t(b) << 16); }
+  static CC_VEC_INLINE uint16_t store(float f) {
+    // NaN becomes the quiet NaN 0x7fc0, as PyTorch's c10::BFloat16; chosen on the float before
+    // the rounding (whose carry a NaN's payload could push into the sign) so the rest is plain
+    // integer work: measured 13% cheaper than selecting after it, which GCC moves past the
+    // truncation into 16-bit blends.
+    const uint32_t u = float_to_bits(f != f ? bits_to_float(0x7fc00000u) : f);
+    return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);  // to nearest even
+  }
+};
+// fp16 through _Float16 (F16C in the v3 / v4 clones), where the compiler has it. GCC does not
+// vectorise these conversions (not even with F16C), so loops storing fp16 stage through float
+// blocks and convert in a loop of their own (kVecStore false); an integer version that does
+// vectorise measured slower than the scalar F16C instructions on AMD EPYC.
+#if defined(__FLT16_MAX__)
+struct F16 {
+  using S = _Float16;
+  static constexpr bool kVecStore = false;
+  static CC_VEC_INLINE float load(_Float16 h) { return float(h); }
+  static CC_VEC_INLINE _Float16 store(float f) { return _Float16(f); }
+};
+#else
+struct F16 {
+  using S = uint16_t;
+  static constexpr bool kVecStore = false;
+  static CC_VEC_INLINE float load(uint16_t h) { return half_to_float(h); }
+  static CC_VEC_INLINE uint16_t store(float f) { return float_to_half(f); }
+};
+#endif
+
+// act(a): a, or silu(a) with the degree-6 exp (update_step: float rows in place).
+template <bool kSilu>
+CC_VEC_INLINE float act(float a) {
+  if constexpr (kSilu) {
+    return vmath::silu<6>(a);
+  } else {
+    return a;
+  }
+}
+
+// The degree of SiLU's exp for outputs of element type E: 6 for fp32 (1.5 ulp), 4 for 16-bit
+// outputs (relative error 8e-6, far below their rounding: bf16 / fp16 half ulp 2^-9 / 2^-11).
+template <typename E>
+constexpr int kSiluDegree = std::is_same_v<E, F32> ? 6 : 4;
+
+// The output pass: out[i] = store(silu(y[i])) (or store(y[i])); y may be out itself for fp32.
+// For fp16 (no vector conversion) SiLU goes in place over y, then the conversion on its own.
+template <typename E, bool kSilu>
+CC_VEC_INLINE void finish_t(float* y, void* ov, int64_t n) {
+  typename E::S* out = static_cast<typename E::S*>(ov);
+  if constexpr (!E::kVecStore) {
+    if constexpr (kSilu) finish_t<F32, true>(y, y, n);
+    for (int64_t i = 0; i < n; ++i) out[i] = E::store(y[i]);
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      if constexpr (kSilu) {
+        out[i] = E::store(vmath::silu<kSiluDegree<E>>(y[i]));
+      } else {
+        out[i] = E::store(y[i]);
+      }
+    }
+  }
+}
+
+// Outputs [i0, i1) of a channel-first row (i0 >= width - 1: every tap inside x) into y.
 template <int kW>
-CC_VEC_INLINE void conv_row_t(const float* halo, const float* __restrict x, float* __restrict out, int64_t n,
-                              const float* w, float bias, bool silu) {
+CC_VEC_INLINE void taps_t(const float* __restrict x, float* __restrict y, int64_t i0, int64_t i1, const float* wk,
+                          float bias) {
+  constexpr int kH = kW - 1;
+  const float* __restrict xb = x - kH;  // xb[i + k] = x[i - kH + k]
+#pragma omp simd
+  for (int64_t i = i0; i < i1; ++i) {
+    float a = bias;
+    for (int k = 0; k < kW; ++k) a += wk[k] * xb[i + k];
+    y[i - i0] = a;
+  }
+}
+
+// Outputs in blocks of kFinishBlock: the taps into a float block (out itself for fp32), then
+// SiLU and the conversion as a second pass over it while it is in L1. One loop for both measured
+// 6-9% slower on the dev machine (AMD EPYC, AVX2; L1-resident rows; probably because each lane's
+// exp then waits on its four dependent tap FMAs). Without SiLU, one pass (taps and conversion).
+constexpr int64_t kFinishBlock = 512;
+
+template <int kW, typename E, bool kSilu>
+CC_VEC_INLINE void conv_row_t(const float* halo, const float* __restrict x, void* ov, int64_t n, const float* w,
+                              float bias) {
+  using S = typename E::S;
+  S* __restrict out = static_cast<S*>(ov);
   constexpr int kH = kW - 1;
   float wk[kW];
   for (int k = 0; k < kW; ++k) wk[k] = w[k];
@@ -53,73 +151,90 @@ CC_VEC_INLINE void conv_row_t(const float* halo, const float* __restrict x, floa
       const int64_t j = i - kH + k;
       a += wk[k] * (j < 0 ? halo[kH + j] : x[j]);
     }
-    out[i] = silu ? a / (1.0f + expf(-a)) : a;
+    finish_t<E, kSilu>(&a, out + i, 1);
   }
-  const float* __restrict xb = x - kH;  // xb[i + k] = x[i - kH + k], inside x for i >= kH
+  if constexpr (!kSilu && E::kVecStore) {
+    const float* __restrict xb = x - kH;
 #pragma omp simd
-  for (int64_t i = kH; i < n; ++i) {
-    float a = bias;
-    for (int k = 0; k < kW; ++k) a += wk[k] * xb[i + k];
-    out[i] = a;
-  }
-  if (silu) {  // a second pass over the chunk just written (in L1)
-#pragma omp simd
-    for (int64_t i = kH; i < n; ++i) out[i] = out[i] / (1.0f + expf(-out[i]));
+    for (int64_t i = kH; i < n; ++i) {
+      float a = bias;
+      for (int k = 0; k < kW; ++k) a += wk[k] * xb[i + k];
+      out[i] = E::store(a);
+    }
+  } else {
+    float block[std::is_same_v<E, F32> ? 1 : kFinishBlock];
+    for (int64_t i0 = kH; i0 < n; i0 += kFinishBlock) {
+      const int64_t i1 = i0 + kFinishBlock < n ? i0 + kFinishBlock : n;
+      float* y = std::is_same_v<E, F32> ? reinterpret_cast<float*>(out + i0) : block;
+      taps_t<kW>(x, y, i0, i1, wk, bias);
+      finish_t<E, kSilu>(y, out + i0, i1 - i0);
+    }
   }
 }
 
-template <int kW, int kS, bool kSilu>
-CC_VEC_INLINE void conv_cols_t(const float* const* rows, float* const* outs, int64_t n, const float* __restrict wt,
-                               int64_t ld, const float* __restrict bias) {
+// Channel-last, kS steps over channels [c0, c0 + n), results stored as E into o[s][0 .. n): per
+// channel the weights and the window stay in registers (named scalars: arrays inside a simd loop
+// become memory) over the kS steps, each step one row load and one row store. The window is x0
+// (oldest) .. x2 and the tap weights of a width-kW filter are the last kW of w0..w3.
+template <int kW, int kS, typename E>
+CC_VEC_INLINE void col_taps_t(const float* const* r, typename E::S* const* o, int64_t c0, int64_t n,
+                              const float* __restrict wt, int64_t ld, const float* __restrict bias) {
   static_assert(kW >= 2 && kW <= 4, "the window below is written out for widths 2 to 4");
   constexpr int kH = kW - 1;
-  const float* __restrict r[kH + kS];
-  float* __restrict o[kS];
-  for (int k = 0; k < kH + kS; ++k) r[k] = rows[k];
-  for (int s = 0; s < kS; ++s) o[s] = outs[s];
-  const float* __restrict w0 = wt;
-  const float* __restrict w1 = wt + ld;
-  const float* __restrict w2 = wt + 2 * ld;
-  const float* __restrict w3 = wt + 3 * ld;
-  // Per channel the weights and the window stay in registers (named scalars: arrays inside a simd
-  // loop become memory) over the kS steps: each step costs one row load and one row store. The
-  // window is x0 (oldest) .. x2 and the tap weights of a width-kW filter are the last kW of w0..w3.
+  const float* __restrict rr[kH + kS];
+  typename E::S* __restrict oo[kS];
+  for (int k = 0; k < kH + kS; ++k) rr[k] = r[k] + c0;
+  for (int s = 0; s < kS; ++s) oo[s] = o[s];
+  const float* __restrict w0 = wt + c0;
+  const float* __restrict w1 = wt + ld + c0;
+  const float* __restrict w2 = wt + 2 * ld + c0;
+  const float* __restrict w3 = wt + 3 * ld + c0;
+  const float* __restrict bc0 = bias + c0;
 #pragma omp simd
   for (int64_t c = 0; c < n; ++c) {
-    const float bc = bias[c];
+    const float bc = bc0[c];
     const float k0 = kW == 4 ? w0[c] : 0.0f;
     const float k1 = kW >= 3 ? (kW == 4 ? w1[c] : w0[c]) : 0.0f;
     const float k2 = kW == 4 ? w2[c] : kW == 3 ? w1[c] : w0[c];
     const float k3 = kW == 4 ? w3[c] : kW == 3 ? w2[c] : w1[c];
-    float x0 = kW == 4 ? r[0][c] : 0.0f;
-    float x1 = kW >= 3 ? r[kH - 2][c] : 0.0f;
-    float x2 = r[kH - 1][c];
+    float x0 = kW == 4 ? rr[0][c] : 0.0f;
+    float x1 = kW >= 3 ? rr[kH - 2][c] : 0.0f;
+    float x2 = rr[kH - 1][c];
+#pragma GCC unroll 4
     for (int s = 0; s < kS; ++s) {
-      const float x3 = r[kH + s][c];
+      const float x3 = rr[kH + s][c];
       float a = bc + k2 * x2 + k3 * x3;
       if constexpr (kW >= 3) a += k1 * x1;
       if constexpr (kW == 4) a += k0 * x0;
-      o[s][c] = a;
+      oo[s][c] = E::store(a);
       x0 = x1;
       x1 = x2;
       x2 = x3;
     }
   }
-  // SiLU as a second pass over the rows just written (still in cache): a vector expf call inside
-  // the loop above would spill its register window at every call (measured 20% slower).
-  if constexpr (kSilu) {
-    for (int s = 0; s < kS; ++s) {
-      float* __restrict os = o[s];
-#pragma omp simd
-      for (int64_t c = 0; c < n; ++c) os[c] = os[c] / (1.0f + expf(-os[c]));
-    }
-  }
 }
 
-// g * silu'(y) = g * sig * (1 + y * (1 - sig)), sig = 1 / (1 + exp(-y)).
-CC_VEC_INLINE float dsilu_times(float y, float g) {
-  const float sig = 1.0f / (1.0f + expf(-y));
-  return g * sig * (1.0f + y * (1.0f - sig));
+// kS steps of a channel-last task. Without SiLU the taps store in the output's dtype directly;
+// with SiLU they go, kFinishBlock channels at a time, into float rows (out's own for fp32) that
+// the output pass then finishes (see conv_row_t).
+template <int kW, int kS, typename E, bool kSilu>
+CC_VEC_INLINE void conv_cols_t(const float* const* rows, void* const* outs, int64_t n, const float* __restrict wt,
+                               int64_t ld, const float* __restrict bias) {
+  using S = typename E::S;
+  S* o[kS];
+  for (int s = 0; s < kS; ++s) o[s] = static_cast<S*>(outs[s]);
+  if constexpr (!kSilu && E::kVecStore) {
+    col_taps_t<kW, kS, E>(rows, o, 0, n, wt, ld, bias);
+  } else {
+    float block[kS][std::is_same_v<E, F32> ? 1 : kFinishBlock];
+    for (int64_t c0 = 0; c0 < n; c0 += kFinishBlock) {
+      const int64_t m = c0 + kFinishBlock < n ? kFinishBlock : n - c0;
+      float* y[kS];
+      for (int s = 0; s < kS; ++s) y[s] = std::is_same_v<E, F32> ? reinterpret_cast<float*>(o[s] + c0) : block[s];
+      col_taps_t<kW, kS, F32>(rows, y, c0, m, wt, ld, bias);
+      for (int s = 0; s < kS; ++s) finish_t<E, kSilu>(y[s], o[s] + c0, m);
+    }
+  }
 }
 
 template <int kW>
@@ -136,7 +251,7 @@ CC_VEC_INLINE void conv_row_bwd_t(const float* __restrict xs, const float* __res
     for (int64_t i = 0; i < m; ++i) {
       float y = bias;
       for (int k = 0; k < kW; ++k) y += wk[k] * xs[i + k];
-      dy[i] = dsilu_times(y, g[i]);
+      dy[i] = vmath::dsilu_times(y, g[i]);
     }
   } else {
 #pragma omp simd
@@ -177,7 +292,7 @@ CC_VEC_INLINE void conv_cols_bwd_t(const float* const* x_rows, const float* __re
     for (int64_t c = 0; c < n; ++c) {
       float y = bias[c];
       for (int k = 0; k < kW; ++k) y += wr[k][c] * xr[k][c];
-      dy_out[c] = dsilu_times(y, g[c]);
+      dy_out[c] = vmath::dsilu_times(y, g[c]);
     }
   } else {
 #pragma omp simd
@@ -210,9 +325,9 @@ CC_VEC_INLINE void conv_cols_bwd_t(const float* const* x_rows, const float* __re
   }
 }
 
-template <int kW>
+template <int kW, bool kSilu>
 CC_VEC_INLINE void update_step_t(float* st, int64_t S, const float* __restrict x, float* __restrict out, int64_t n,
-                                 const float* __restrict wt, int64_t ld, const float* __restrict bias, bool silu) {
+                                 const float* __restrict wt, int64_t ld, const float* __restrict bias) {
   constexpr int kH = kW - 1;
   if (S == kH) {
     // The usual cache (state_len == width - 1): each channel's kH entries are the whole window.
@@ -232,10 +347,8 @@ CC_VEC_INLINE void update_step_t(float* st, int64_t S, const float* __restrict x
       if constexpr (kH == 2) sv[c * 2] = s1, sv[c * 2 + 1] = xc;
       if constexpr (kH == 3) sv[c * 3] = s1, sv[c * 3 + 1] = s2, sv[c * 3 + 2] = xc;
     }
-    if (silu) {  // a second pass: an expf call in the loop above spills its permuted lanes
-#pragma omp simd
-      for (int64_t c = 0; c < n; ++c) out[c] = out[c] / (1.0f + expf(-out[c]));
-    }
+    // SiLU as a second pass: in the loop above it slows the lane permutes (measured 25% slower).
+    if constexpr (kSilu) finish_t<F32, true>(out, out, n);
     return;
   }
   const int64_t first = S - kH;  // the window: the last kH entries of each channel
@@ -244,7 +357,7 @@ CC_VEC_INLINE void update_step_t(float* st, int64_t S, const float* __restrict x
   for (int64_t c = 0; c < n; ++c) {
     float a = bias[c] + wt[kH * ld + c] * x[c];
     for (int k = 0; k < kH; ++k) a += wt[k * ld + c] * win[c * S + first + k];
-    out[c] = silu ? a / (1.0f + expf(-a)) : a;
+    out[c] = act<kSilu>(a);
   }
   // Shift every channel's entries left by one (in place: each element is read before the one
   // before it is written), then the new token at the end of each channel.
@@ -253,36 +366,58 @@ CC_VEC_INLINE void update_step_t(float* st, int64_t S, const float* __restrict x
   for (int64_t c = 0; c < n; ++c) st[c * S + S - 1] = x[c];
 }
 
-// Width 2..4 as template instantiations behind one cloned entry point per operation.
+// Width 2..4 and the element type as template instantiations behind one cloned entry point per
+// operation (macros rather than generic lambdas: a lambda's body is a function of its own, which
+// would not be cloned).
 #define CC_WIDTH_SWITCH(width, call) \
   switch (width) {                   \
     case 2: call(2); break;          \
     case 3: call(3); break;          \
     default: call(4); break;         \
   }
+#define CC_ELEM_SWITCH(t, call)               \
+  switch (t) {                                \
+    case DType::kFloat32: call(F32); break;   \
+    case DType::kBFloat16: call(Bf16); break; \
+    default: call(F16); break;                \
+  }
 
 }  // namespace
 
-CC_CPU_CLONES void conv_row(const float* halo, const float* x, float* out, int64_t n, const float* w, int width,
+CC_CPU_CLONES void conv_row(const float* halo, const float* x, void* out, DType t, int64_t n, const float* w, int width,
                             float bias, bool silu){
-#define CC_CALL(W) conv_row_t<W>(halo, x, out, n, w, bias, silu)
+#define CC_CALL_E(E) \
+  silu ? conv_row_t<W, E, true>(halo, x, out, n, w, bias) : conv_row_t<W, E, false>(halo, x, out, n, w, bias)
+#define CC_CALL(Wv)              \
+  {                              \
+    constexpr int W = Wv;        \
+    CC_ELEM_SWITCH(t, CC_CALL_E) \
+  }
     CC_WIDTH_SWITCH(width, CC_CALL)
 #undef CC_CALL
+#undef CC_CALL_E
 }
 
-CC_CPU_CLONES void conv_cols(const float* const* rows, float* const* outs, int steps, int64_t n, const float* wt,
-                             int64_t ld, int width, const float* bias, bool silu) {
-#define CC_CALL_S(W, S) \
-  silu ? conv_cols_t<W, S, true>(rows, outs, n, wt, ld, bias) : conv_cols_t<W, S, false>(rows, outs, n, wt, ld, bias)
-#define CC_CALL(W)                              \
-  switch (steps) {                              \
-    case 1: CC_CALL_S(W, 1); break;             \
-    case 2: CC_CALL_S(W, 2); break;             \
-    case 3: CC_CALL_S(W, 3); break;             \
-    default: CC_CALL_S(W, kMaxColSteps); break; \
+CC_CPU_CLONES void conv_cols(const float* const* rows, void* const* outs, DType t, int steps, int64_t n,
+                             const float* wt, int64_t ld, int width, const float* bias, bool silu) {
+  // kMaxColSteps steps with the window in registers, or a tail of fewer one step at a time.
+#define CC_CALL_S(E, S, s)                                                   \
+  silu ? conv_cols_t<W, S, E, true>(rows + (s), outs + (s), n, wt, ld, bias) \
+       : conv_cols_t<W, S, E, false>(rows + (s), outs + (s), n, wt, ld, bias)
+#define CC_CALL_E(E)                                    \
+  if (steps == kMaxColSteps) {                          \
+    CC_CALL_S(E, kMaxColSteps, 0);                      \
+  } else {                                              \
+    for (int s = 0; s < steps; ++s) CC_CALL_S(E, 1, s); \
+  }
+#define CC_CALL(Wv)              \
+  {                              \
+    constexpr int W = Wv;        \
+    CC_ELEM_SWITCH(t, CC_CALL_E) \
   }
   CC_WIDTH_SWITCH(width, CC_CALL)
 #undef CC_CALL
+#undef CC_CALL_E
 #undef CC_CALL_S
 }
 
@@ -303,58 +438,65 @@ CC_CPU_CLONES void conv_cols_bwd(const float* const* x_rows, const float* g, flo
 
 CC_CPU_CLONES void update_step(float* st, int64_t S, const float* x, float* out, int64_t n, const float* wt, int64_t ld,
                                int width, const float* bias, bool silu){
-#define CC_CALL(W) update_step_t<W>(st, S, x, out, n, wt, ld, bias, silu)
+#define CC_CALL(W)                                              \
+  silu ? update_step_t<W, true>(st, S, x, out, n, wt, ld, bias) \
+       : update_step_t<W, false>(st, S, x, out, n, wt, ld, bias)
     CC_WIDTH_SWITCH(width, CC_CALL)
 #undef CC_CALL
 }
 
-CC_CPU_CLONES void widen(const void* src, DType t, float* __restrict dst, int64_t n) {
-  if (t == DType::kFloat32) {
-    // A SIMD loop, not memcpy: glibc's memcpy of a few KB takes `rep movsb`, measured 3x slower
-    // than this on AMD EPYC (the dev machine). Built with -fno-tree-loop-distribute-patterns so
-    // the compiler does not turn the loop back into a memcpy call.
-    const float* __restrict s = static_cast<const float*>(src);
+CC_CPU_CLONES void exp_neg_abs_row(const float* __restrict x, float* __restrict y, int64_t n, int degree) {
+  if (degree == 4) {
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) dst[i] = s[i];
-  } else if (t == DType::kBFloat16) {
-    const uint16_t* __restrict s = static_cast<const uint16_t*>(src);
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) dst[i] = bits_to_float(uint32_t(s[i]) << 16);
+    for (int64_t i = 0; i < n; ++i) y[i] = vmath::exp_neg_abs<4>(x[i]);
   } else {
-#if defined(__FLT16_MAX__)
-    const _Float16* __restrict s = static_cast<const _Float16*>(src);
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) dst[i] = float(s[i]);
-#else
-    const uint16_t* s = static_cast<const uint16_t*>(src);
-    for (int64_t i = 0; i < n; ++i) dst[i] = half_to_float(s[i]);
-#endif
+    for (int64_t i = 0; i < n; ++i) y[i] = vmath::exp_neg_abs<6>(x[i]);
   }
 }
 
-CC_CPU_CLONES void narrow(const float* __restrict src, DType t, void* dst, int64_t n) {
-  if (t == DType::kFloat32) {
-    float* __restrict d = static_cast<float*>(dst);
+CC_CPU_CLONES void silu_row(const float* __restrict x, float* __restrict y, int64_t n, int degree) {
+  if (degree == 4) {
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) d[i] = src[i];
-  } else if (t == DType::kBFloat16) {
-    uint16_t* __restrict d = static_cast<uint16_t*>(dst);
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) {
-      const uint32_t u = float_to_bits(src[i]);
-      const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;                 // to nearest even
-      d[i] = uint16_t((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : rounded);  // NaN stays NaN
-    }
+    for (int64_t i = 0; i < n; ++i) y[i] = vmath::silu<4>(x[i]);
   } else {
-#if defined(__FLT16_MAX__)
-    _Float16* __restrict d = static_cast<_Float16*>(dst);
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) d[i] = _Float16(src[i]);
-#else
-    uint16_t* d = static_cast<uint16_t*>(dst);
-    for (int64_t i = 0; i < n; ++i) d[i] = float_to_half(src[i]);
-#endif
+    for (int64_t i = 0; i < n; ++i) y[i] = vmath::silu<6>(x[i]);
   }
+}
+
+CC_CPU_CLONES void dsilu_row(const float* __restrict y, const float* __restrict g, float* __restrict out, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = vmath::dsilu_times(y[i], g[i]);
+}
+
+// SIMD loops, not memcpy for fp32: glibc's memcpy of a few KB takes `rep movsb`, measured 3x
+// slower than this on AMD EPYC (the dev machine). Built with -fno-tree-loop-distribute-patterns
+// so the compiler does not turn the loops back into memcpy calls.
+template <typename E>
+CC_VEC_INLINE void widen_t(const void* src, float* __restrict dst, int64_t n) {
+  const typename E::S* __restrict s = static_cast<const typename E::S*>(src);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) dst[i] = E::load(s[i]);
+}
+
+template <typename E>
+CC_VEC_INLINE void narrow_t(const float* __restrict src, void* dst, int64_t n) {
+  typename E::S* __restrict d = static_cast<typename E::S*>(dst);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) d[i] = E::store(src[i]);
+}
+
+CC_CPU_CLONES void widen(const void* src, DType t, float* dst, int64_t n){
+#define CC_CALL(E) widen_t<E>(src, dst, n)
+    CC_ELEM_SWITCH(t, CC_CALL)
+#undef CC_CALL
+}
+
+CC_CPU_CLONES void narrow(const float* src, DType t, void* dst, int64_t n) {
+#define CC_CALL(E) narrow_t<E>(src, dst, n)
+  CC_ELEM_SWITCH(t, CC_CALL)
+#undef CC_CALL
 }
 
 }  // namespace causal_conv1d::cpu::vec

@@ -1,8 +1,8 @@
 // Vectorised building blocks of the CPU backend: contiguous float rows in, float rows out, so the
 // compiler turns every loop into SIMD code. With GCC on x86-64 each has clones for the baseline
 // (SSE2), x86-64-v3 (AVX2, FMA, F16C) and x86-64-v4 (AVX-512), picked at load time by the CPU
-// (target_clones), and SiLU's exp comes from glibc's libmvec (vector expf) through OpenMP SIMD.
-// No torch, no new run-time dependency (libmvec is part of glibc's libm).
+// (target_clones). SiLU's exp is vmath.h's polynomial, inlined into the loops. No torch, no
+// run-time dependency beyond libstdc++ and libm.
 //
 // The callers (fwd.cpp, bwd.cpp) move data between tensors of any dtype and strides and these float
 // rows, sized to stay in L1.
@@ -14,17 +14,22 @@
 
 namespace causal_conv1d::cpu::vec {
 
+// act is SiLU (vmath.h; its exp of degree 6 for fp32 outputs, 4 for 16-bit ones, which are rounded
+// far more coarsely) or the identity.
+//
 // Channel-first row: out[i] = act(bias + sum_k w[k] * in[i - (width-1) + k]) for i in [0, n),
 // where in[j] = x[j] for j >= 0 and halo[width - 1 + j] for the width - 1 positions before x.
-// x and out may be the tensors themselves (fp32, contiguous): no staging copy.
-void conv_row(const float* halo, const float* x, float* out, int64_t n, const float* w, int width, float bias,
+// x: n contiguous floats (x itself when fp32 and contiguous, else a widened copy: each input is read
+// width times); out: n contiguous elements of dtype t (out itself where contiguous).
+void conv_row(const float* halo, const float* x, void* out, DType t, int64_t n, const float* w, int width, float bias,
               bool silu);
 
 // Channel-last: `steps` consecutive time steps (1 .. kMaxColSteps) over n channels. rows: the
-// steps + width - 1 input rows, oldest first; outs: the steps output rows. For step s:
-// outs[s][c] = act(bias[c] + sum_k wt[k * ld + c] * rows[s + k][c]).
+// steps + width - 1 input rows (float), oldest first; outs: the steps output rows, n contiguous
+// elements of dtype t each. For step s: outs[s][c] = act(bias[c] + sum_k wt[k * ld + c] *
+// rows[s + k][c]).
 constexpr int kMaxColSteps = 4;
-void conv_cols(const float* const* rows, float* const* outs, int steps, int64_t n, const float* wt, int64_t ld,
+void conv_cols(const float* const* rows, void* const* outs, DType t, int steps, int64_t n, const float* wt, int64_t ld,
                int width, const float* bias, bool silu);
 
 // Backward of a channel-first row of n outputs. xs: the width - 1 inputs before output 0, the n
@@ -55,6 +60,13 @@ void conv_cols_bwd(const float* const* x_rows, const float* g, float* dy_out, co
 // channel's entries shift left by one and x[c] becomes the last. S >= width - 1; wt tap-major.
 void update_step(float* st, int64_t S, const float* x, float* out, int64_t n, const float* wt, int64_t ld, int width,
                  const float* bias, bool silu);
+
+// vmath.h's functions over rows, through the same clones as the kernels: what the tests check the
+// error bounds on. y[i] = exp(-|x[i]|), y[i] = silu(x[i]) (exp of degree 6 or 4),
+// out[i] = g[i] * silu'(y[i]).
+void exp_neg_abs_row(const float* x, float* y, int64_t n, int degree);
+void silu_row(const float* x, float* y, int64_t n, int degree);
+void dsilu_row(const float* y, const float* g, float* out, int64_t n);
 
 // dtype <-> float rows (round to nearest even, as PyTorch).
 void widen(const void* src, DType t, float* dst, int64_t n);

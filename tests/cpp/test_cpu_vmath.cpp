@@ -1,0 +1,317 @@
+// vmath.h's exp(-|a|), SiLU and SiLU derivative against std::exp in double, on a dense sweep of
+// float bit patterns (every 127th of all 2^32, plus every float around the flush edge), two ways: through vec.cpp's row
+// functions (the clone this CPU runs, with FMA on x86-64-v3 and v4) and inlined into this file (compiled for the
+// baseline: separate multiply and add). CAUSAL_CONV1D_VMATH_STEP=1 sweeps every float (about 10 minutes; the figures in
+// vmath.h come from such a run). Also: vec.cpp's 16-bit row conversions against numeric.h's.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "causal_conv1d/numeric.h"
+#include "vec.h"
+#include "vmath.h"
+
+namespace {
+
+namespace vmath = causal_conv1d::cpu::vmath;
+namespace vec = causal_conv1d::cpu::vec;
+
+float from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// |got - want| in units of the float spacing at the exact value want (2^-149 below FLT_MIN, where
+// floats are subnormal). Where want rounds to +-inf in float, got must be that inf (else: inf).
+// NaN must give NaN.
+double ulp_error(float got, double want) {
+  if (std::isnan(want)) return std::isnan(got) ? 0.0 : INFINITY;
+  const float want_f = static_cast<float>(want);
+  if (std::isinf(want_f)) return got == want_f ? 0.0 : INFINITY;
+  if (!std::isfinite(got)) return INFINITY;
+  int e = 0;
+  std::frexp(want, &e);  // |want| in [2^(e-1), 2^e)
+  const double ulp = std::ldexp(1.0, std::max(e - 24, -149));
+  return std::fabs(double(got) - want) / ulp;
+}
+
+// |got - want| / max(|want|, FLT_MIN): relative error, absolute in units of FLT_MIN for results
+// below it (subnormal); NaN must give NaN.
+double rel_error(float got, double want) {
+  if (std::isnan(want)) return std::isnan(got) ? 0.0 : INFINITY;
+  return std::fabs(double(got) - want) / std::max(std::fabs(want), double(FLT_MIN));
+}
+
+int64_t sweep_step() {
+  const char* s = std::getenv("CAUSAL_CONV1D_VMATH_STEP");
+  const long long v = s ? std::atoll(s) : 0;
+  return v > 0 ? v : 127;  // 34M of the 2^32 patterns
+}
+
+// The inputs: every step-th bit pattern, then every float in [lo, hi] of each dense range.
+template <typename F>
+void for_inputs(std::initializer_list<std::pair<float, float>> dense, F&& visit) {
+  constexpr int64_t kChunk = 1 << 16;
+  std::vector<float> xs;
+  xs.reserve(kChunk);
+  auto flush = [&] {
+    visit(xs);
+    xs.clear();
+  };
+  const int64_t step = sweep_step();
+  for (int64_t b = 0; b < (int64_t(1) << 32); b += step) {
+    xs.push_back(from_bits(uint32_t(b)));
+    if (int64_t(xs.size()) == kChunk) flush();
+  }
+  for (const auto& [lo, hi] : dense) {
+    for (float x = lo; x <= hi; x = std::nextafter(x, INFINITY)) {
+      xs.push_back(x);
+      if (int64_t(xs.size()) == kChunk) flush();
+    }
+  }
+  flush();
+}
+
+struct Worst {
+  double err = 0.0;
+  float at = 0.0f;
+  void add(double e, float x) {
+    if (!(e <= err)) err = e, at = x;  // NaN counts as worst
+  }
+};
+
+// Degree 6 is held to kExpMaxUlp ulp, degree 4 to a relative error of kExp4MaxRel.
+template <int kDegree>
+void check_exp_neg_abs() {
+  Worst lib, inl;
+  std::vector<float> y;
+  int64_t count = 0, flushed = 0;
+  const float flush = kDegree == 6 ? vmath::kExpNegAbsFlush : vmath::kExpNegAbsFlush4;
+  const double flushed_below = kDegree == 6 ? 1.65e-38 : 4.5e-38;  // exp(-flush)
+  // Dense: the flush edges and beyond, where exact results turn subnormal.
+  for_inputs({{86.0f, 88.0f}, {-88.0f, -86.0f}}, [&](const std::vector<float>& xs) {
+    y.resize(xs.size());
+    vec::exp_neg_abs_row(xs.data(), y.data(), int64_t(xs.size()), kDegree);
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const float a = xs[i];
+      const double want = std::exp(-std::fabs(double(a)));
+      const float got_inl = vmath::exp_neg_abs<kDegree>(a);
+      if (std::fabs(a) > flush) {  // also +-inf
+        ASSERT_TRUE(y[i] == 0.0f && !std::signbit(y[i])) << "a = " << a << " got " << y[i];
+        ASSERT_TRUE(got_inl == 0.0f && !std::signbit(got_inl)) << "a = " << a << " got " << got_inl;
+        ASSERT_LT(want, flushed_below) << "a = " << a;
+        ++flushed;
+        continue;
+      }
+      if constexpr (kDegree == 6) {
+        lib.add(ulp_error(y[i], want), a);
+        inl.add(ulp_error(got_inl, want), a);
+      } else {
+        lib.add(rel_error(y[i], want), a);
+        inl.add(rel_error(got_inl, want), a);
+      }
+    }
+    count += int64_t(xs.size());
+  });
+  std::printf(
+      "exp(-|a|), degree %d, over %lld inputs (%lld with |a| > %g: +0): max %.4g %s (row function, at %a), "
+      "%.4g (inlined, at %a)\n",
+      kDegree, static_cast<long long>(count), static_cast<long long>(flushed), double(flush), lib.err,
+      kDegree == 6 ? "ulp" : "relative", lib.at, inl.err, inl.at);
+  const double bound = kDegree == 6 ? vmath::kExpMaxUlp : vmath::kExp4MaxRel;
+  EXPECT_LE(lib.err, bound) << "at a = " << lib.at;
+  EXPECT_LE(inl.err, bound) << "at a = " << inl.at;
+}
+
+TEST(CpuVmath, ExpNegAbsDegree6WithinBoundOverTheFloatRange) { check_exp_neg_abs<6>(); }
+TEST(CpuVmath, ExpNegAbsDegree4WithinBoundOverTheFloatRange) { check_exp_neg_abs<4>(); }
+
+TEST(CpuVmath, ExpNegAbsSpecialValues) {
+  const float inf = INFINITY, nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> xs = {0.0f,     -0.0f, inf,   -inf,    nan,  -nan,  87.0f,  -87.0f,  87.00001f,
+                                 88.7228f, 1e30f, -1e30, FLT_MAX, 1.0f, -1.0f, 1e-30f, FLT_MIN, 0x1p-149f};
+  std::vector<float> y(xs.size()), y4(xs.size());
+  vec::exp_neg_abs_row(xs.data(), y.data(), int64_t(xs.size()), 6);
+  vec::exp_neg_abs_row(xs.data(), y4.data(), int64_t(xs.size()), 4);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const float a = xs[i];
+    EXPECT_EQ(causal_conv1d::float_bits(y[i]), causal_conv1d::float_bits(vmath::exp_neg_abs<6>(a))) << "a = " << a;
+    EXPECT_EQ(causal_conv1d::float_bits(y4[i]), causal_conv1d::float_bits(vmath::exp_neg_abs<4>(a))) << "a = " << a;
+    const double want = std::exp(-std::fabs(double(a)));
+    if (std::fabs(a) <= vmath::kExpNegAbsFlush) {
+      EXPECT_LE(ulp_error(y[i], want), vmath::kExpMaxUlp) << "a = " << a;
+    } else {  // +-inf, NaN, beyond the flush
+      EXPECT_EQ(std::isnan(y[i]), std::isnan(a)) << "a = " << a;
+    }
+    if (std::fabs(a) <= vmath::kExpNegAbsFlush4) {
+      EXPECT_LE(rel_error(y4[i], want), vmath::kExp4MaxRel) << "a = " << a;
+    } else {
+      EXPECT_EQ(std::isnan(y4[i]), std::isnan(a)) << "a = " << a;
+    }
+  }
+  EXPECT_EQ(y4[0], 1.0f);
+  EXPECT_EQ(y[0], 1.0f);
+  EXPECT_EQ(y[1], 1.0f);
+  EXPECT_EQ(y[2], 0.0f);
+  EXPECT_EQ(y[3], 0.0f);
+  EXPECT_TRUE(std::isnan(y[4]) && std::isnan(y[5]));
+  EXPECT_GT(y[6], 0.0f);   // 87: the last |a| before the flush
+  EXPECT_EQ(y[8], 0.0f);   // just above
+  EXPECT_EQ(y4[6], 0.0f);  // degree 4 flushes above 86
+  EXPECT_TRUE(std::isnan(y4[4]) && std::isnan(y4[5]));
+  EXPECT_EQ(y[16], 1.0f);  // exp(-FLT_MIN) rounds to 1
+}
+
+// silu(a) = a / (1 + exp(-a)), degree 6 within kSiluMaxUlp ulp, degree 4 within a relative
+// error of kSilu4MaxRel; for a below -87 (degree 6) or -86 (degree 4) the result is -0, the exact
+// value below 1.5e-36 / 3.9e-36 in magnitude.
+template <int kDegree>
+void check_silu() {
+  Worst lib, inl;
+  std::vector<float> y;
+  int64_t count = 0, flushed = 0;
+  const float flush = kDegree == 6 ? vmath::kExpNegAbsFlush : vmath::kExpNegAbsFlush4;
+  const double flushed_below = kDegree == 6 ? 1.5e-36 : 3.9e-36;  // flush * exp(-flush)
+  for_inputs({{-88.0f, -85.0f}, {-2.0f, -1.0f}}, [&](const std::vector<float>& xs) {
+    y.resize(xs.size());
+    vec::silu_row(xs.data(), y.data(), int64_t(xs.size()), kDegree);
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const float a = xs[i];
+      const double want = double(a) / (1.0 + std::exp(-double(a)));
+      const float got_inl = vmath::silu<kDegree>(a);
+      if (a < -flush) {
+        // -inf: -inf * 0 = NaN, as -inf / (1 + inf) in the formula.
+        ASSERT_TRUE((y[i] == 0.0f && std::signbit(y[i])) || (std::isnan(y[i]) && std::isinf(a))) << "a = " << a;
+        ASSERT_TRUE((got_inl == 0.0f && std::signbit(got_inl)) || (std::isnan(got_inl) && std::isinf(a)))
+            << "a = " << a;
+        ASSERT_TRUE(std::fabs(want) < flushed_below || std::isinf(a)) << "a = " << a;
+        ++flushed;
+        continue;
+      }
+      if constexpr (kDegree == 6) {
+        lib.add(ulp_error(y[i], want), a);
+        inl.add(ulp_error(got_inl, want), a);
+      } else {
+        lib.add(rel_error(y[i], want), a);
+        inl.add(rel_error(got_inl, want), a);
+      }
+    }
+    count += int64_t(xs.size());
+  });
+  std::printf(
+      "silu, degree %d, over %lld inputs (%lld below -%g: -0): max %.4g %s (row function, at %a), %.4g "
+      "(inlined, at %a)\n",
+      kDegree, static_cast<long long>(count), static_cast<long long>(flushed), double(flush), lib.err,
+      kDegree == 6 ? "ulp" : "relative", lib.at, inl.err, inl.at);
+  const double bound = kDegree == 6 ? vmath::kSiluMaxUlp : vmath::kSilu4MaxRel;
+  EXPECT_LE(lib.err, bound) << "at a = " << lib.at;
+  EXPECT_LE(inl.err, bound) << "at a = " << inl.at;
+  const float inf = INFINITY, nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(vmath::silu<kDegree>(inf), inf);
+  EXPECT_TRUE(std::isnan(vmath::silu<kDegree>(-inf)));  // -inf / inf, as the formula in any precision
+  EXPECT_TRUE(std::isnan(vmath::silu<kDegree>(nan)));
+  EXPECT_EQ(vmath::silu<kDegree>(0.0f), 0.0f);
+  EXPECT_TRUE(std::signbit(vmath::silu<kDegree>(-0.0f)));
+}
+
+TEST(CpuVmath, SiluDegree6WithinBoundOverTheFloatRange) { check_silu<6>(); }
+TEST(CpuVmath, SiluDegree4WithinBoundOverTheFloatRange) { check_silu<4>(); }
+
+// g * silu'(y): the bracket 1 + y (1 - s) cancels near y = -1.28 (where silu' is 0), so the bound
+// is absolute: |got - want| <= kDsiluMaxErr * 2^-24 * |g| * (1 + |y|) * max(s, 2^-126), with
+// s = sigmoid(y); for y < -87 the result is 0 and the exact value below 1.5e-36 |g|.
+TEST(CpuVmath, DsiluWithinBoundOverTheFloatRange) {
+  Worst lib, inl;
+  std::vector<float> g, out;
+  int64_t count = 0;
+  for_inputs({{-1.5f, -1.0f}, {-88.0f, -86.0f}}, [&](const std::vector<float>& ys) {
+    g.assign(ys.size(), 0.75f);
+    out.resize(ys.size());
+    vec::dsilu_row(ys.data(), g.data(), out.data(), int64_t(ys.size()));
+    for (size_t i = 0; i < ys.size(); ++i) {
+      const float y = ys[i];
+      if (!std::isfinite(y)) {  // inf * 0 in the formula: NaN, as PyTorch's silu_backward
+        ASSERT_TRUE(std::isnan(out[i]) && std::isnan(vmath::dsilu_times(y, 0.75f))) << "y = " << y;
+        continue;
+      }
+      const double s = 1.0 / (1.0 + std::exp(-double(y)));
+      const double want = 0.75 * s * (1.0 + double(y) * (1.0 - s));
+      if (y < -vmath::kExpNegAbsFlush) {
+        ASSERT_EQ(out[i], 0.0f) << "y = " << y;
+        ASSERT_EQ(vmath::dsilu_times(y, 0.75f), 0.0f) << "y = " << y;
+        ASSERT_LT(std::fabs(want), 1.5e-36) << "y = " << y;
+        continue;
+      }
+      const double scale = std::ldexp(1.0, -24) * 0.75 * (1.0 + std::fabs(double(y))) * std::max(s, double(FLT_MIN));
+      lib.add(std::fabs(double(out[i]) - want) / scale, y);
+      inl.add(std::fabs(double(vmath::dsilu_times(y, 0.75f)) - want) / scale, y);
+    }
+    count += int64_t(ys.size());
+  });
+  std::printf(
+      "dsilu over %lld inputs: max %.3f (row function, at %a), %.3f (inlined, at %a), in units of "
+      "2^-24 |g| (1 + |y|) s\n",
+      static_cast<long long>(count), lib.err, lib.at, inl.err, inl.at);
+  EXPECT_LE(lib.err, vmath::kDsiluMaxErr) << "at y = " << lib.at;
+  EXPECT_LE(inl.err, vmath::kDsiluMaxErr) << "at y = " << inl.at;
+  EXPECT_TRUE(std::isnan(vmath::dsilu_times(std::numeric_limits<float>::quiet_NaN(), 1.0f)));
+}
+
+// vec.cpp's 16-bit row conversions (bf16 by integer operations that vectorise, fp16 by F16C where
+// the compiler has _Float16) against the scalar ones of numeric.h, which PyTorch's match: the same
+// bits for every half and bf16 and a sweep of floats (NaN: NaN; F16C quiets signalling NaNs, and
+// bf16 rows store PyTorch's 0x7fc0 for every NaN).
+TEST(CpuVec, SixteenBitRowsMatchScalarConversions) {
+  using causal_conv1d::DType;
+  std::vector<uint16_t> h(1 << 16);
+  for (uint32_t i = 0; i < h.size(); ++i) h[i] = uint16_t(i);
+  std::vector<float> f(h.size());
+  vec::widen(h.data(), DType::kFloat16, f.data(), int64_t(h.size()));
+  for (uint32_t i = 0; i < h.size(); ++i) {
+    const float want = causal_conv1d::half_to_float(h[i]);
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(f[i])) << "half 0x" << std::hex << i;
+    } else {
+      ASSERT_EQ(causal_conv1d::float_bits(f[i]), causal_conv1d::float_bits(want)) << "half 0x" << std::hex << i;
+    }
+  }
+  vec::widen(h.data(), DType::kBFloat16, f.data(), int64_t(h.size()));
+  for (uint32_t i = 0; i < h.size(); ++i)
+    ASSERT_EQ(causal_conv1d::float_bits(f[i]), uint32_t(i) << 16) << "bf16 0x" << std::hex << i;
+  std::vector<uint16_t> got_h, got_b;
+  int64_t count = 0;
+  // Dense: the half subnormal / normal edge and the overflow edge.
+  for_inputs({{0x1p-16f, 0x1p-13f}, {65000.0f, 66000.0f}}, [&](const std::vector<float>& xs) {
+    got_h.resize(xs.size());
+    got_b.resize(xs.size());
+    vec::narrow(xs.data(), DType::kFloat16, got_h.data(), int64_t(xs.size()));
+    vec::narrow(xs.data(), DType::kBFloat16, got_b.data(), int64_t(xs.size()));
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const float x = xs[i];
+      const uint16_t want_h = causal_conv1d::float_to_half(x);
+      if (std::isnan(x)) {
+        ASSERT_TRUE((got_h[i] & 0x7c00u) == 0x7c00u && (got_h[i] & 0x3ffu) != 0)
+            << "fp16 of NaN 0x" << std::hex << causal_conv1d::float_bits(x);
+      } else {
+        ASSERT_EQ(got_h[i], want_h) << "fp16 of " << x << " (0x" << std::hex << causal_conv1d::float_bits(x) << ")";
+      }
+      if (std::isnan(x)) {
+        ASSERT_EQ(got_b[i], 0x7fc0u) << "bf16 of NaN 0x" << std::hex << causal_conv1d::float_bits(x);
+      } else {
+        ASSERT_EQ(got_b[i], causal_conv1d::float_to_bf16(x))
+            << "bf16 of " << x << " (0x" << std::hex << causal_conv1d::float_bits(x) << ")";
+      }
+    }
+    count += int64_t(xs.size());
+  });
+  std::printf("16-bit narrowing checked on %lld floats\n", static_cast<long long>(count));
+}
+
+}  // namespace
