@@ -18,21 +18,6 @@ namespace {
 constexpr const char* kFwd = "causal_conv1d_fwd";
 constexpr const char* kVarlen = "causal_conv1d_varlen_states";
 
-// A dimension of size <= 1 places no constraint on its stride.
-bool unit_stride(const at::Tensor& t, int d) { return t.size(d) <= 1 || t.stride(d) == 1; }
-
-// weight (dim, width) and optional bias (dim,) pointers and strides, for FwdParams / UpdateParams.
-template <typename Params>
-void take_weight_bias(const at::Tensor& weight, const OptTensor& bias, Params& p) {
-  p.weight = weight.data_ptr();
-  p.weight_c_stride = weight.stride(0);
-  p.weight_w_stride = weight.stride(1);
-  if (bias) {
-    p.bias = bias->data_ptr();
-    p.bias_stride = bias->stride(0);
-  }
-}
-
 // Data pointer and (batch, channel, position) element strides of a 3-d tensor.
 template <typename Ptr>
 void take_3d(const at::Tensor& t, Ptr& ptr, int64_t& batch_stride, int64_t& c_stride, int64_t& l_stride) {

@@ -35,6 +35,22 @@ int check_weight(const char* op, const at::Tensor& weight, const at::Tensor& x, 
 // Optional bias (dim,) in weight's dtype on x's device.
 void check_bias(const char* op, const OptTensor& bias, const at::Tensor& weight, const at::Tensor& x, int64_t dim);
 void check_no_overlap(const char* op, const char* name, const at::Tensor& a, const char* other, const at::Tensor& b);
+
+// A dimension of size <= 1 places no constraint on its stride.
+inline bool unit_stride(const at::Tensor& t, int d) { return t.size(d) <= 1 || t.stride(d) == 1; }
+
+// weight (dim, width) and optional bias (dim,) pointers and strides into any params struct with
+// those fields (FwdParams, UpdateParams, the serving params); w_dtype is the caller's.
+template <typename Params>
+void take_weight_bias(const at::Tensor& weight, const OptTensor& bias, Params& p) {
+  p.weight = weight.data_ptr();
+  p.weight_c_stride = weight.stride(0);
+  p.weight_w_stride = weight.stride(1);
+  if (bias) {
+    p.bias = bias->data_ptr();
+    p.bias_stride = bias->stride(0);
+  }
+}
 // A caller-given out for an update-style op: x's device, dtype and shape (any strides), sharing
 // memory with neither x nor the state cache (named `state_name`).
 void check_out_like(const char* op, const at::Tensor& out, const at::Tensor& x, const char* state_name,

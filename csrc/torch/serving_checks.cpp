@@ -16,8 +16,6 @@ namespace {
 constexpr const char* kFn = "serving.causal_conv1d_fn";
 constexpr const char* kUpd = "serving.causal_conv1d_update";
 
-bool unit_stride(const at::Tensor& t, int d) { return t.size(d) <= 1 || t.stride(d) == 1; }
-
 void check_int32(const char* op, const char* name, const at::Tensor& t, const at::Tensor& x) {
   check_same_device(op, name, t, x);
   TORCH_CHECK(t.scalar_type() == at::kInt, op, ": ", name, " must be int32, got ", t.scalar_type());
@@ -75,18 +73,6 @@ PaddingRule padding_rule(std::optional<int64_t> pad_slot_id, std::optional<int64
   return r;
 }
 
-template <typename Params>
-void take_weight_bias(const at::Tensor& weight, const OptTensor& bias, Params& p) {
-  p.w_dtype = float_dtype("", "weight", weight);
-  p.weight = weight.data_ptr();
-  p.weight_c_stride = weight.stride(0);
-  p.weight_w_stride = weight.stride(1);
-  if (bias) {
-    p.bias = bias->data_ptr();
-    p.bias_stride = bias->stride(0);
-  }
-}
-
 }  // namespace
 
 ServingFwdParams make_serving_fwd_params(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias,
@@ -106,6 +92,7 @@ ServingFwdParams make_serving_fwd_params(const at::Tensor& x, const at::Tensor& 
               ": x must have stride 1 along dim or along tokens, got strides ", shape_str(x.strides()));
   p.width = check_weight(kFn, weight, x, p.dim);
   check_bias(kFn, bias, weight, x, p.dim);
+  p.w_dtype = float_dtype(kFn, "weight", weight);
   take_weight_bias(weight, bias, p);
   p.silu = silu;
   p.x = x.data_ptr();
@@ -203,6 +190,7 @@ ServingUpdateParams make_serving_update_params(const at::Tensor& x, const at::Te
   p.x = x.data_ptr();
   p.width = check_weight(kUpd, weight, x, p.dim);
   check_bias(kUpd, bias, weight, x, p.dim);
+  p.w_dtype = float_dtype(kUpd, "weight", weight);
   take_weight_bias(weight, bias, p);
   p.silu = silu;
 
