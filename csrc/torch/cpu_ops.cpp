@@ -5,6 +5,8 @@
 
 #include "causal_conv1d/cpu.h"
 #include "checks.h"
+#include "make_params.h"
+#include "op_names.h"
 
 // With ATen's OpenMP backend, at::parallel_for runs its whole range on the calling thread in code
 // compiled without OpenMP. cmake/TorchQuery.cmake compiles this file with PyTorch's OpenMP runtime;
@@ -24,7 +26,7 @@ void fwd_cpu(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bia
              const OptTensor& initial_states, const at::Tensor& out, const OptTensor& final_states_out,
              bool silu_activation) {
   const FwdParams p = make_fwd_params(x, weight, bias, seq_idx, initial_states, out, final_states_out, silu_activation);
-  check_launch("causal_conv1d_fwd", "cpu::launch_fwd", cpu::launch_fwd(p, torch_parallel_for));
+  check_launch(kFwdOp.error, "cpu::launch_fwd", cpu::launch_fwd(p, torch_parallel_for));
 }
 
 void bwd_cpu(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias, const at::Tensor& dout,
@@ -33,7 +35,7 @@ void bwd_cpu(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bia
              bool silu_activation, bool deterministic) {
   const BwdParams p = make_bwd_params(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, dweight, dbias,
                                       dinitial_states, silu_activation, deterministic);
-  check_launch("causal_conv1d_bwd", "cpu::launch_bwd", cpu::launch_bwd(p, torch_parallel_for));
+  check_launch(kBwdOp.error, "cpu::launch_bwd", cpu::launch_bwd(p, torch_parallel_for));
 }
 
 void update_cpu(const at::Tensor& x, const at::Tensor& conv_state, const at::Tensor& weight, const OptTensor& bias,
@@ -44,14 +46,14 @@ void update_cpu(const at::Tensor& x, const at::Tensor& conv_state, const at::Ten
   // On the CPU the index vectors are cheap to validate; the GPU kernel skips bad rows instead.
   for (int64_t b = 0; b < p.batch; ++b) {
     if (p.cache_seqlens)
-      TORCH_CHECK(p.cache_seqlens[b] >= 0, "causal_conv1d_update: cache_seqlens must be >= 0, got cache_seqlens[", b,
+      TORCH_CHECK(p.cache_seqlens[b] >= 0, kUpdateOp.error, ": cache_seqlens must be >= 0, got cache_seqlens[", b,
                   "] = ", p.cache_seqlens[b]);
     if (p.conv_state_indices)
-      TORCH_CHECK(p.conv_state_indices[b] < p.num_cache_lines,
-                  "causal_conv1d_update: conv_state_indices must be < conv_state.size(0) = ", p.num_cache_lines,
+      TORCH_CHECK(p.conv_state_indices[b] < p.num_cache_lines, kUpdateOp.error,
+                  ": conv_state_indices must be < conv_state.size(0) = ", p.num_cache_lines,
                   " (negative marks a padding row), got conv_state_indices[", b, "] = ", p.conv_state_indices[b]);
   }
-  check_launch("causal_conv1d_update", "cpu::launch_update", cpu::launch_update(p, torch_parallel_for));
+  check_launch(kUpdateOp.error, "cpu::launch_update", cpu::launch_update(p, torch_parallel_for));
 }
 
 at::Tensor varlen_states_cpu(const at::Tensor& x, const at::Tensor& cu_seqlens, int64_t state_len) {
@@ -60,14 +62,13 @@ at::Tensor varlen_states_cpu(const at::Tensor& x, const at::Tensor& cu_seqlens, 
   // On the CPU the offsets are cheap to validate; the GPU kernel clamps them instead.
   const at::Tensor cu = cu_seqlens.to(at::kLong);
   const int64_t* o = cu.data_ptr<int64_t>();
-  TORCH_CHECK(o[0] >= 0, "causal_conv1d_varlen_states: cu_seqlens[0] must be >= 0, got ", o[0]);
+  TORCH_CHECK(o[0] >= 0, kVarlenStatesOp.error, ": cu_seqlens[0] must be >= 0, got ", o[0]);
   for (int64_t i = 0; i < p.batch; ++i)
-    TORCH_CHECK(o[i + 1] >= o[i], "causal_conv1d_varlen_states: cu_seqlens must be non-decreasing, got cu_seqlens[", i,
+    TORCH_CHECK(o[i + 1] >= o[i], kVarlenStatesOp.error, ": cu_seqlens must be non-decreasing, got cu_seqlens[", i,
                 "] = ", o[i], " > cu_seqlens[", i + 1, "] = ", o[i + 1]);
-  TORCH_CHECK(o[p.batch] <= p.total_tokens, "causal_conv1d_varlen_states: cu_seqlens[-1] = ", o[p.batch],
+  TORCH_CHECK(o[p.batch] <= p.total_tokens, kVarlenStatesOp.error, ": cu_seqlens[-1] = ", o[p.batch],
               " exceeds x.size(0) = ", p.total_tokens);
-  check_launch("causal_conv1d_varlen_states", "cpu::launch_varlen_states",
-               cpu::launch_varlen_states(p, torch_parallel_for));
+  check_launch(kVarlenStatesOp.error, "cpu::launch_varlen_states", cpu::launch_varlen_states(p, torch_parallel_for));
   return states;
 }
 
@@ -85,7 +86,7 @@ void serving_fwd_cpu(const at::Tensor& x, const at::Tensor& weight, const OptTen
       block_idx_last_scheduled_token, initial_state_idx, num_computed_tokens, block_size_to_align, pad_slot_id,
       null_block_id, silu_activation, out);
   validate_serving_fwd_metadata(p);
-  check_launch("serving.causal_conv1d_fn", "cpu::launch_serving_fwd", cpu::launch_serving_fwd(p, torch_parallel_for));
+  check_launch(kServingFwdOp.error, "cpu::launch_serving_fwd", cpu::launch_serving_fwd(p, torch_parallel_for));
 }
 
 void serving_update_cpu(const at::Tensor& x, const at::Tensor& conv_state, const at::Tensor& weight,
@@ -98,19 +99,18 @@ void serving_update_cpu(const at::Tensor& x, const at::Tensor& conv_state, const
       x, conv_state, weight, bias, conv_state_indices, num_accepted_tokens, query_start_loc,
       block_idx_last_scheduled_token, initial_state_idx, pad_slot_id, null_block_id, silu_activation);
   validate_serving_update_metadata(p);
-  check_launch("serving.causal_conv1d_update", "cpu::launch_serving_update",
-               cpu::launch_serving_update(p, torch_parallel_for));
+  check_launch(kServingUpdateOp.error, "cpu::launch_serving_update", cpu::launch_serving_update(p, torch_parallel_for));
 }
 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(causal_conv1d, CPU, m) {
-  m.impl("fwd", &fwd_cpu);
-  m.impl("bwd", &bwd_cpu);
-  m.impl("update", &update_cpu);
-  m.impl("varlen_states", &varlen_states_cpu);
-  m.impl("serving_fwd", &serving_fwd_cpu);
-  m.impl("serving_update", &serving_update_cpu);
+  m.impl(kFwdOp.registered, &fwd_cpu);
+  m.impl(kBwdOp.registered, &bwd_cpu);
+  m.impl(kUpdateOp.registered, &update_cpu);
+  m.impl(kVarlenStatesOp.registered, &varlen_states_cpu);
+  m.impl(kServingFwdOp.registered, &serving_fwd_cpu);
+  m.impl(kServingUpdateOp.registered, &serving_update_cpu);
 }
 
 }  // namespace causal_conv1d::torch_ops

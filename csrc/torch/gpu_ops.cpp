@@ -13,6 +13,8 @@
 #include "causal_conv1d/arch_check.h"
 #include "causal_conv1d/gpu.h"
 #include "checks.h"
+#include "make_params.h"
+#include "op_names.h"
 
 namespace causal_conv1d::torch_ops {
 namespace {
@@ -65,9 +67,9 @@ void fwd_gpu(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bia
              const OptTensor& initial_states, const at::Tensor& out, const OptTensor& final_states_out,
              bool silu_activation) {
   const c10::DeviceGuard guard(x.device());
-  const DeviceDesc& dev = checked_device("causal_conv1d_fwd", x.device());
+  const DeviceDesc& dev = checked_device(kFwdOp.error, x.device());
   const FwdParams p = make_fwd_params(x, weight, bias, seq_idx, initial_states, out, final_states_out, silu_activation);
-  check_launch("causal_conv1d_fwd", p.channel_last ? "fwd_channel_last_kernel" : "fwd_channel_first_kernel",
+  check_launch(kFwdOp.error, p.channel_last ? "fwd_channel_last_kernel" : "fwd_channel_first_kernel",
                gpu::launch_fwd(p, dev, current_stream(x.device())));
 }
 
@@ -76,17 +78,17 @@ void bwd_gpu(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bia
              const at::Tensor& dx, const at::Tensor& dweight, const OptTensor& dbias, const OptTensor& dinitial_states,
              bool silu_activation, bool deterministic) {
   const c10::DeviceGuard guard(x.device());
-  const DeviceDesc& dev = checked_device("causal_conv1d_bwd", x.device());
+  const DeviceDesc& dev = checked_device(kBwdOp.error, x.device());
   BwdParams p = make_bwd_params(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, dweight, dbias,
                                 dinitial_states, silu_activation, deterministic);
   int64_t elems = 0;
-  check_launch("causal_conv1d_bwd", "bwd_workspace_elems", gpu::bwd_workspace_elems(p, dev, &elems));
+  check_launch(kBwdOp.error, "bwd_workspace_elems", gpu::bwd_workspace_elems(p, dev, &elems));
   at::Tensor workspace;  // deterministic mode: per-block partial sums, reduced in a fixed order
   if (elems > 0) {
     workspace = at::empty({elems}, x.options().dtype(at::kFloat));
     p.workspace = workspace.data_ptr<float>();
   }
-  check_launch("causal_conv1d_bwd", p.f.channel_last ? "bwd_channel_last_kernel" : "bwd_channel_first_kernel",
+  check_launch(kBwdOp.error, p.f.channel_last ? "bwd_channel_last_kernel" : "bwd_channel_first_kernel",
                gpu::launch_bwd(p, dev, current_stream(x.device())));
 }
 
@@ -94,18 +96,18 @@ void update_gpu(const at::Tensor& x, const at::Tensor& conv_state, const at::Ten
                 const at::Tensor& out, bool silu_activation, const OptTensor& cache_seqlens,
                 const OptTensor& conv_state_indices) {
   const c10::DeviceGuard guard(x.device());
-  const DeviceDesc& dev = checked_device("causal_conv1d_update", x.device());
+  const DeviceDesc& dev = checked_device(kUpdateOp.error, x.device());
   const UpdateParams p =
       make_update_params(x, conv_state, weight, bias, out, silu_activation, cache_seqlens, conv_state_indices);
-  check_launch("causal_conv1d_update", "update_kernel", gpu::launch_update(p, dev, current_stream(x.device())));
+  check_launch(kUpdateOp.error, "update_kernel", gpu::launch_update(p, dev, current_stream(x.device())));
 }
 
 at::Tensor varlen_states_gpu(const at::Tensor& x, const at::Tensor& cu_seqlens, int64_t state_len) {
   const c10::DeviceGuard guard(x.device());
-  const DeviceDesc& dev = checked_device("causal_conv1d_varlen_states", x.device());
+  const DeviceDesc& dev = checked_device(kVarlenStatesOp.error, x.device());
   at::Tensor states = new_varlen_states(x, cu_seqlens, state_len);
   const VarlenStatesParams p = make_varlen_states_params(x, cu_seqlens, states);
-  check_launch("causal_conv1d_varlen_states", "varlen_states_kernel",
+  check_launch(kVarlenStatesOp.error, "varlen_states_kernel",
                gpu::launch_varlen_states(p, dev, current_stream(x.device())));
   return states;
 }
@@ -119,7 +121,7 @@ void serving_fwd_gpu(const at::Tensor& x, const at::Tensor& weight, const OptTen
                      const OptTensor& num_computed_tokens, int64_t block_size_to_align,
                      std::optional<int64_t> pad_slot_id, std::optional<int64_t> null_block_id, bool silu_activation,
                      bool validate_data, const at::Tensor& out) {
-  constexpr const char* kOp = "serving.causal_conv1d_fn";
+  constexpr const char* kOp = kServingFwdOp.error;
   const c10::DeviceGuard guard(x.device());
   const DeviceDesc& dev = checked_device(kOp, x.device());
   const ServingFwdParams p = make_serving_fwd_params(
@@ -143,7 +145,7 @@ void serving_update_gpu(const at::Tensor& x, const at::Tensor& conv_state, const
                         const OptTensor& block_idx_last_scheduled_token, const OptTensor& initial_state_idx,
                         std::optional<int64_t> pad_slot_id, std::optional<int64_t> null_block_id, bool silu_activation,
                         bool validate_data) {
-  constexpr const char* kOp = "serving.causal_conv1d_update";
+  constexpr const char* kOp = kServingUpdateOp.error;
   const c10::DeviceGuard guard(x.device());
   const DeviceDesc& dev = checked_device(kOp, x.device());
   const ServingUpdateParams p = make_serving_update_params(
@@ -158,12 +160,12 @@ void serving_update_gpu(const at::Tensor& x, const at::Tensor& conv_state, const
 }  // namespace
 
 TORCH_LIBRARY_IMPL(causal_conv1d, CUDA, m) {
-  m.impl("fwd", &fwd_gpu);
-  m.impl("bwd", &bwd_gpu);
-  m.impl("update", &update_gpu);
-  m.impl("varlen_states", &varlen_states_gpu);
-  m.impl("serving_fwd", &serving_fwd_gpu);
-  m.impl("serving_update", &serving_update_gpu);
+  m.impl(kFwdOp.registered, &fwd_gpu);
+  m.impl(kBwdOp.registered, &bwd_gpu);
+  m.impl(kUpdateOp.registered, &update_gpu);
+  m.impl(kVarlenStatesOp.registered, &varlen_states_gpu);
+  m.impl(kServingFwdOp.registered, &serving_fwd_gpu);
+  m.impl(kServingUpdateOp.registered, &serving_update_gpu);
 }
 
 }  // namespace causal_conv1d::torch_ops

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "causal_conv1d/arch_check.h"
+#include "op_names.h"
 
 #ifndef CAUSAL_CONV1D_BACKEND_NAME
 #error "CMake defines CAUSAL_CONV1D_BACKEND_NAME"
@@ -44,39 +45,45 @@ bool arch_supported(const std::string& device_arch) {
 #endif
 }
 
+// The schema "<registered name><signature>", signature being "(<arguments>) -> <returns>".
+c10::FunctionSchema op_schema(const OpName& op, const char* signature) {
+  return torch::schema((std::string(op.registered) + signature).c_str());
+}
+
 }  // namespace
 }  // namespace causal_conv1d::torch_ops
 
 TORCH_LIBRARY(causal_conv1d, m) {
+  using namespace causal_conv1d::torch_ops;
   const std::vector<at::Tag> tags{at::Tag::pt2_compliant_tag};
-  m.def(
-      "fwd(Tensor x, Tensor weight, Tensor? bias, Tensor? seq_idx, Tensor? initial_states, "
-      "Tensor(a!) out, Tensor(b!)? final_states_out, bool silu_activation) -> ()",
-      tags);
-  m.def(
-      "bwd(Tensor x, Tensor weight, Tensor? bias, Tensor dout, Tensor? seq_idx, Tensor? initial_states, "
-      "Tensor? dfinal_states, Tensor(a!) dx, Tensor(b!) dweight, Tensor(c!)? dbias, "
-      "Tensor(d!)? dinitial_states, bool silu_activation, bool deterministic) -> ()",
-      tags);
-  m.def(
-      "update(Tensor x, Tensor(a!) conv_state, Tensor weight, Tensor? bias, Tensor(b!) out, "
-      "bool silu_activation, Tensor? cache_seqlens, Tensor? conv_state_indices) -> ()",
-      tags);
-  m.def("varlen_states(Tensor x, Tensor cu_seqlens, int state_len) -> Tensor", tags);
+  m.def(op_schema(kFwdOp,
+                  "(Tensor x, Tensor weight, Tensor? bias, Tensor? seq_idx, Tensor? initial_states, "
+                  "Tensor(a!) out, Tensor(b!)? final_states_out, bool silu_activation) -> ()"),
+        tags);
+  m.def(op_schema(kBwdOp,
+                  "(Tensor x, Tensor weight, Tensor? bias, Tensor dout, Tensor? seq_idx, Tensor? initial_states, "
+                  "Tensor? dfinal_states, Tensor(a!) dx, Tensor(b!) dweight, Tensor(c!)? dbias, "
+                  "Tensor(d!)? dinitial_states, bool silu_activation, bool deterministic) -> ()"),
+        tags);
+  m.def(op_schema(kUpdateOp,
+                  "(Tensor x, Tensor(a!) conv_state, Tensor weight, Tensor? bias, Tensor(b!) out, "
+                  "bool silu_activation, Tensor? cache_seqlens, Tensor? conv_state_indices) -> ()"),
+        tags);
+  m.def(op_schema(kVarlenStatesOp, "(Tensor x, Tensor cu_seqlens, int state_len) -> Tensor"), tags);
   // The serving API (causal_conv1d/serving.py, csrc/include/causal_conv1d/serving.h).
-  m.def(
-      "serving_fwd(Tensor x, Tensor weight, Tensor? bias, Tensor(a!) conv_states, Tensor query_start_loc, "
-      "Tensor? cache_indices, Tensor? has_initial_state, Tensor? block_idx_first_scheduled_token, "
-      "Tensor? block_idx_last_scheduled_token, Tensor? initial_state_idx, Tensor? num_computed_tokens, "
-      "int block_size_to_align, int? pad_slot_id, int? null_block_id, bool silu_activation, bool validate_data, "
-      "Tensor(b!) out) -> ()",
-      tags);
-  m.def(
-      "serving_update(Tensor(a!) x, Tensor(b!) conv_state, Tensor weight, Tensor? bias, Tensor? conv_state_indices, "
-      "Tensor? num_accepted_tokens, Tensor? query_start_loc, Tensor? block_idx_last_scheduled_token, "
-      "Tensor? initial_state_idx, int? pad_slot_id, int? null_block_id, bool silu_activation, bool validate_data) "
-      "-> ()",
-      tags);
+  m.def(op_schema(kServingFwdOp,
+                  "(Tensor x, Tensor weight, Tensor? bias, Tensor(a!) conv_states, Tensor query_start_loc, "
+                  "Tensor? cache_indices, Tensor? has_initial_state, Tensor? block_idx_first_scheduled_token, "
+                  "Tensor? block_idx_last_scheduled_token, Tensor? initial_state_idx, Tensor? num_computed_tokens, "
+                  "int block_size_to_align, int? pad_slot_id, int? null_block_id, bool silu_activation, "
+                  "bool validate_data, Tensor(b!) out) -> ()"),
+        tags);
+  m.def(op_schema(kServingUpdateOp,
+                  "(Tensor(a!) x, Tensor(b!) conv_state, Tensor weight, Tensor? bias, Tensor? conv_state_indices, "
+                  "Tensor? num_accepted_tokens, Tensor? query_start_loc, Tensor? block_idx_last_scheduled_token, "
+                  "Tensor? initial_state_idx, int? pad_slot_id, int? null_block_id, bool silu_activation, "
+                  "bool validate_data) -> ()"),
+        tags);
   m.def("build_config() -> str", &causal_conv1d::torch_ops::build_config);
   m.def("arch_supported(str device_arch) -> bool", &causal_conv1d::torch_ops::arch_supported);
 }
