@@ -2,17 +2,8 @@
 
     pip install --no-build-isolation .        # or -e . for an editable install
 
-Environment (all optional; CMake reads them, see cmake/GpuBackend.cmake and the README):
-    CAUSAL_CONV1D_BACKEND      hip | cuda | cpu | auto (default: from the PyTorch build)
-    CAUSAL_CONV1D_HIP_ARCHS    e.g. "gfx1201;gfx1100" (else PYTORCH_ROCM_ARCH, HIP_ARCHITECTURES)
-    CAUSAL_CONV1D_CUDA_ARCHS   e.g. "90" (else TORCH_CUDA_ARCH_LIST)
-    ROCM_PATH, HIP_PATH        the ROCm to build with (else ROCm Python packages, /opt/rocm, /usr)
-    CAUSAL_CONV1D_ALLOW_HIP_MISMATCH  1 to build against a HIP whose major version differs from
-                               PyTorch's (refused otherwise)
-    CAUSAL_CONV1D_BUILD_DIR    CMake build directory (default: build/cmake-<python tag>-<hash of
-                               the settings above>)
-    CAUSAL_CONV1D_BUILD_TESTS  1 to also build the GoogleTest suite in that directory
-    MAX_JOBS                   parallel compile jobs (default: CPU count)
+The build settings are environment variables, all optional: BUILD_SETTINGS below lists them and
+docs/install.md ("Build settings") says what each does.
 """
 
 import hashlib
@@ -28,23 +19,49 @@ from setuptools.command.build_ext import build_ext
 ROOT = Path(__file__).resolve().parent
 
 
-# Environment the CMake configure reads once and caches (cmake/GpuBackend.cmake); a build
-# directory per combination keeps a change of these from being ignored by a stale cache.
-CONFIG_ENV = (
-    "CAUSAL_CONV1D_BACKEND",
-    "CAUSAL_CONV1D_HIP_ARCHS",
-    "PYTORCH_ROCM_ARCH",
-    "HIP_ARCHITECTURES",
-    "CAUSAL_CONV1D_CUDA_ARCHS",
-    "TORCH_CUDA_ARCH_LIST",
-    "ROCM_PATH",
-    "HIP_PATH",
-    "CAUSAL_CONV1D_ALLOW_HIP_MISMATCH",
+# Every environment variable the build reads, with its role:
+#   "library"  passed to CMake; the default build directory is one per combination of these
+#   "tests"    passed to CMake; only the GoogleTest suite depends on it
+#   "driver"   read by setup.py itself
+# Each one passed to CMake goes on every configure, as -D<name>=<value> when set and as -U<name>
+# when unset or empty, so CMake never keeps a value an earlier configure left in its cache
+# (cmake/BuildSettings.cmake). docs/install.md documents each; tests/python/test_build_settings.py
+# checks that this list, that table and the variables setup.py and cmake/ read agree.
+BUILD_SETTINGS = (
+    ("CAUSAL_CONV1D_BACKEND", "library"),
+    ("CAUSAL_CONV1D_HIP_ARCHS", "library"),
+    ("PYTORCH_ROCM_ARCH", "library"),
+    ("HIP_ARCHITECTURES", "library"),
+    ("CAUSAL_CONV1D_CUDA_ARCHS", "library"),
+    ("TORCH_CUDA_ARCH_LIST", "library"),
+    ("ROCM_PATH", "library"),
+    ("HIP_PATH", "library"),
+    ("CAUSAL_CONV1D_ALLOW_HIP_MISMATCH", "library"),
+    ("CAUSAL_CONV1D_BUILD_TESTS", "tests"),
+    ("CAUSAL_CONV1D_GTEST_SOURCE_DIR", "tests"),
+    ("CAUSAL_CONV1D_BUILD_DIR", "driver"),
+    ("MAX_JOBS", "driver"),
 )
 
 
+def setting(name):
+    """A build setting's value, "" when unset."""
+    assert name in dict(BUILD_SETTINGS), f"{name} is not in BUILD_SETTINGS"
+    return os.environ.get(name, "")
+
+
+def cmake_setting_args():
+    """-D<name>=<value> or -U<name> for every setting CMake reads."""
+    args = []
+    for name, role in BUILD_SETTINGS:
+        if role != "driver":
+            value = setting(name)
+            args.append(f"-D{name}={value}" if value else f"-U{name}")
+    return args
+
+
 def default_build_dir():
-    settings = "\n".join(f"{k}={os.environ.get(k, '')}" for k in CONFIG_ENV)
+    settings = "\n".join(f"{name}={setting(name)}" for name, role in BUILD_SETTINGS if role == "library")
     key = hashlib.sha256(f"{sys.executable}\n{settings}".encode()).hexdigest()[:10]
     return ROOT / "build" / f"cmake-{sys.implementation.cache_tag}-{key}"
 
@@ -59,22 +76,19 @@ class CMakeBuild(build_ext):
         if shutil.which("cmake") is None:
             raise RuntimeError("causal-conv1d needs CMake >= 3.21 on PATH to build")
         ext_path = Path(self.get_ext_fullpath(ext.name)).resolve()
-        build_dir = Path(os.environ.get("CAUSAL_CONV1D_BUILD_DIR") or default_build_dir())
-        tests_env = os.environ.get("CAUSAL_CONV1D_BUILD_TESTS", "")
-        build_tests = tests_env not in ("", "0")
+        build_dir = Path(setting("CAUSAL_CONV1D_BUILD_DIR") or default_build_dir())
         configure = [
             "cmake", "-S", str(ROOT), "-B", str(build_dir),
             f"-DCAUSAL_CONV1D_PYTHON={sys.executable}",
             f"-DCAUSAL_CONV1D_EXT_OUTPUT_DIR={ext_path.parent}",
             f"-DCAUSAL_CONV1D_EXT_FILENAME={ext_path.name}",
+            *cmake_setting_args(),
         ]
-        if tests_env:  # unset: keep what the build directory has (a test build stays one)
-            configure.append(f"-DCAUSAL_CONV1D_BUILD_TESTS={'ON' if build_tests else 'OFF'}")
         if not (build_dir / "CMakeCache.txt").exists() and shutil.which("ninja"):
             configure += ["-G", "Ninja"]
-        jobs = os.environ.get("MAX_JOBS") or str(os.cpu_count() or 1)
+        jobs = setting("MAX_JOBS") or str(os.cpu_count() or 1)
         build = ["cmake", "--build", str(build_dir), "--parallel", jobs]
-        if not build_tests:
+        if setting("CAUSAL_CONV1D_BUILD_TESTS") in ("", "0"):
             build += ["--target", "_C"]
         subprocess.run(configure, check=True)
         subprocess.run(build, check=True)

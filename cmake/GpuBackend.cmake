@@ -12,36 +12,11 @@
 # CUDA archs (the NVIDIA build of the same source): CAUSAL_CONV1D_CUDA_ARCHS (CMake's form:
 # "90;80"), else TORCH_CUDA_ARCH_LIST ("9.0;8.0+PTX"), else 80;90.
 #
-# Each may be given as -D or in the environment (see _causal_conv1d_init_setting).
+# Each is a build setting (cmake/BuildSettings.cmake): -D, or the environment.
 #
 # Out: CAUSAL_CONV1D_BACKEND_RESOLVED (hip | cuda | cpu), CAUSAL_CONV1D_GPU_ARCHS (list).
 
 set(CAUSAL_CONV1D_DEFAULT_HIP_ARCHS gfx1201 gfx1200 gfx1100 gfx1101 gfx1151 gfx942 gfx90a)
-
-# Settings are cache variables: -D wins, otherwise the environment at the first configure fills
-# them, and they persist from then on (a re-configure triggered by the build tool, with a
-# different environment, must not silently switch backend or archs). setup.py keys its build
-# directory by these environment variables so each combination gets its own cache.
-function(_causal_conv1d_init_setting name doc)
-  if(NOT DEFINED CACHE{${name}})
-    set(_value "")
-    set(_source "")
-    foreach(_env IN LISTS ARGN)
-      if(DEFINED ENV{${_env}} AND NOT "$ENV{${_env}}" STREQUAL "")
-        set(_value "$ENV{${_env}}")
-        set(_source "environment ${_env}")
-        break()
-      endif()
-    endforeach()
-    set(${name} "${_value}" CACHE STRING "${doc}")
-  elseif(DEFINED CACHE{${name}_SEEN} AND "${${name}}" STREQUAL "${${name}_SEEN}")
-    set(_source "${${name}_SOURCE}")  # unchanged since we recorded where it came from
-  else()
-    set(_source "-D${name}")
-  endif()
-  set(${name}_SOURCE "${_source}" CACHE INTERNAL "")
-  set(${name}_SEEN "${${name}}" CACHE INTERNAL "")
-endfunction()
 
 function(_causal_conv1d_split_list out value)
   string(REGEX REPLACE "[ ,;]+" ";" _l "${value}")
@@ -50,11 +25,14 @@ function(_causal_conv1d_split_list out value)
   set(${out} "${_l}" PARENT_SCOPE)
 endfunction()
 
-_causal_conv1d_init_setting(CAUSAL_CONV1D_BACKEND "hip | cuda | cpu | auto" CAUSAL_CONV1D_BACKEND)
-_causal_conv1d_init_setting(CAUSAL_CONV1D_HIP_ARCHS "AMD GPU archs (default: a list incl. gfx1201)"
-  CAUSAL_CONV1D_HIP_ARCHS PYTORCH_ROCM_ARCH HIP_ARCHITECTURES)
-_causal_conv1d_init_setting(CAUSAL_CONV1D_CUDA_ARCHS "NVIDIA archs, CMake form (default: 80;90)"
-  CAUSAL_CONV1D_CUDA_ARCHS TORCH_CUDA_ARCH_LIST)
+causal_conv1d_setting(CAUSAL_CONV1D_BACKEND STRING "hip | cuda | cpu | auto")
+causal_conv1d_setting(CAUSAL_CONV1D_HIP_ARCHS STRING "AMD GPU archs (default: a list incl. gfx1201)")
+causal_conv1d_setting(PYTORCH_ROCM_ARCH STRING "AMD GPU archs when CAUSAL_CONV1D_HIP_ARCHS is empty (PyTorch's name)")
+causal_conv1d_setting(HIP_ARCHITECTURES STRING "AMD GPU archs when both of the above are empty (upstream's name)")
+causal_conv1d_setting(CAUSAL_CONV1D_CUDA_ARCHS STRING "NVIDIA archs, CMake form (default: 80;90)")
+causal_conv1d_setting(TORCH_CUDA_ARCH_LIST STRING "NVIDIA archs when CAUSAL_CONV1D_CUDA_ARCHS is empty (PyTorch's name)")
+causal_conv1d_first_setting(_hip_archs CAUSAL_CONV1D_HIP_ARCHS PYTORCH_ROCM_ARCH HIP_ARCHITECTURES)
+causal_conv1d_first_setting(_cuda_archs CAUSAL_CONV1D_CUDA_ARCHS TORCH_CUDA_ARCH_LIST)
 
 # --- backend ---------------------------------------------------------------------------------
 string(TOLOWER "${CAUSAL_CONV1D_BACKEND}" _backend)
@@ -79,8 +57,8 @@ message(STATUS "causal-conv1d: backend ${_backend} (${_backend_source})")
 
 # --- HIP -------------------------------------------------------------------------------------
 if(_backend STREQUAL "hip")
-  _causal_conv1d_split_list(_archs "${CAUSAL_CONV1D_HIP_ARCHS}")
-  set(_archs_source "${CAUSAL_CONV1D_HIP_ARCHS_SOURCE}")
+  _causal_conv1d_split_list(_archs "${_hip_archs}")
+  set(_archs_source "${_hip_archs_SOURCE}")
   if(NOT _archs)
     set(_archs ${CAUSAL_CONV1D_DEFAULT_HIP_ARCHS})
     set(_archs_source "default list")
@@ -126,14 +104,14 @@ if(_backend STREQUAL "hip")
 # --- CUDA ------------------------------------------------------------------------------------
 elseif(_backend STREQUAL "cuda")
   # Accepts CMake's form (90;80) and TORCH_CUDA_ARCH_LIST's (9.0;8.0+PTX).
-  _causal_conv1d_split_list(_l "${CAUSAL_CONV1D_CUDA_ARCHS}")
+  _causal_conv1d_split_list(_l "${_cuda_archs}")
   set(_archs "")
   foreach(_a IN LISTS _l)
     string(REGEX REPLACE "\\+PTX$" "" _a "${_a}")
     string(REPLACE "." "" _a "${_a}")
     list(APPEND _archs ${_a})
   endforeach()
-  set(_archs_source "${CAUSAL_CONV1D_CUDA_ARCHS_SOURCE}")
+  set(_archs_source "${_cuda_archs_SOURCE}")
   if(NOT _archs)
     set(_archs 80 90)
     set(_archs_source "default list")

@@ -26,12 +26,17 @@ endfunction()
 
 set(_rocm_root "")
 set(_rocm_source "")
+# Build settings (cmake/BuildSettings.cmake), but read on every configure and never put in the
+# cache empty: hip-config.cmake takes a defined ROCM_PATH, even an empty one, as the ROCm root.
 foreach(_var IN ITEMS ROCM_PATH HIP_PATH)
   if(NOT _rocm_root)
     set(_value "")
     if(DEFINED ${_var} AND NOT "${${_var}}" STREQUAL "")
       set(_value "${${_var}}")
       set(_from "-D${_var}")
+      if("$ENV{${_var}}" STREQUAL "${_value}")
+        set(_from "environment ${_var}")  # setup.py passes the environment's value as -D
+      endif()
     elseif(DEFINED ENV{${_var}} AND NOT "$ENV{${_var}}" STREQUAL "")
       set(_value "$ENV{${_var}}")
       set(_from "environment ${_var}")
