@@ -32,7 +32,7 @@ namespace causal_conv1d::gpu {
 
 namespace {
 
-// Launch geometry computed by the launcher (fwd_cf_geometry), read by the kernel.
+// Launch geometry computed by the launcher (launch_fwd_channel_first), read by the kernel.
 struct CfGrid {
   uint32_t dim;             // rows are (batch, channel): row = b * dim + c
   uint32_t strips_per_row;  // strips of one row

@@ -46,16 +46,6 @@ inline ArchFamily arch_family(const std::string& device_arch, bool hip) {
   return ArchFamily::kCdna;
 }
 
-inline const char* arch_family_name(ArchFamily f) {
-  switch (f) {
-    case ArchFamily::kNvidia: return "nvidia";
-    case ArchFamily::kRdna3: return "rdna3";
-    case ArchFamily::kRdna4: return "rdna4";
-    case ArchFamily::kCdna: return "cdna";
-  }
-  return "unknown";
-}
-
 // What a launcher needs to know of the device it launches on: the tuning-table row (family), how
 // many CUs / SMs to fill, and the wave size (checked against the compiled one before any launch).
 struct DeviceDesc {
