@@ -108,7 +108,7 @@ void bwd_rows(const BwdParams& p, int64_t row_begin, int64_t row_end, double* pa
 // Channel-first: a (batch, channel) row in chunks of kTimeChunk outputs. A chunk reads the inputs
 // from width - 1 before it to width - 1 after it, and the upstream gradients of its outputs and
 // the width - 1 after them (dx needs their dy): conv_row_bwd recomputes y and gives dx, dw, db.
-void bwd_rows_channel_first_vec(const BwdParams& p, int64_t row_begin, int64_t row_end, double* partials) {
+int bwd_rows_channel_first_vec(const BwdParams& p, int64_t row_begin, int64_t row_end, double* partials) {
   const FwdParams& f = p.f;
   const int halo = f.width - 1;
   const int64_t L = f.seqlen;
@@ -125,23 +125,26 @@ void bwd_rows_channel_first_vec(const BwdParams& p, int64_t row_begin, int64_t r
     double dw[kMaxWidth] = {}, db = 0.0;
     for (int64_t t0 = 0; t0 < L; t0 += kTimeChunk) {
       const int64_t n = std::min(kTimeChunk, L - t0);
-      load_run_clipped(f.x, f.x_dtype, x_off, f.x_l_stride, t0 - halo, n + 2 * halo, L, xs.data());
-      load_run_clipped(p.dout, f.x_dtype, g_off, p.dout_l_stride, t0, n + halo, L, g.data());
-      vec::conv_row_bwd(xs.data(), g.data(), dy.data(), dx.data(), n, w, f.width, bias, f.silu, dw, &db);
-      store_run(dx.data(), f.x_dtype, p.dx, dx_off + t0 * p.dx_l_stride, p.dx_l_stride, n);
+      load_floats_clipped(f.x, f.x_dtype, x_off, f.x_l_stride, t0 - halo, n + 2 * halo, L, xs.data());
+      load_floats_clipped(p.dout, f.x_dtype, g_off, p.dout_l_stride, t0, n + halo, L, g.data());
+      const int status =
+          vec::conv_row_bwd(xs.data(), g.data(), dy.data(), dx.data(), n, w, f.width, bias, f.silu, dw, &db);
+      if (status != kSuccess) return status;
+      store_floats(dx.data(), f.x_dtype, p.dx, dx_off + t0 * p.dx_l_stride, p.dx_l_stride, n);
     }
     double* part = partials + row * (f.width + 1);
     for (int k = 0; k < f.width; ++k) part[k] = dw[k];
     part[f.width] = db;
   }
+  return kSuccess;
 }
 
 // Channel-last: tasks as the forward's (ClTasks). A task walks its steps t0 .. t1 - 1 and the
 // width - 1 after them: at step t it computes dy[t] from the rows t - (width - 1) .. t of x (in
 // float buffers), adds dy[t]'s dweight/dbias terms while t < t1, and emits dx of row
 // t - (width - 1) from dy[t - (width - 1) .. t]. Its dweight/dbias go to its own partial slot.
-void bwd_tasks_channel_last_vec(const BwdParams& p, const ClTasks& tasks, int64_t task_begin, int64_t task_end,
-                                double* partials) {
+int bwd_tasks_channel_last_vec(const BwdParams& p, const ClTasks& tasks, int64_t task_begin, int64_t task_end,
+                               double* partials) {
   const FwdParams& f = p.f;
   const int halo = f.width - 1, W = f.width;
   const int64_t L = f.seqlen;
@@ -177,7 +180,7 @@ void bwd_tasks_channel_last_vec(const BwdParams& p, const ClTasks& tasks, int64_
     std::fill(dbf.begin(), dbf.end(), 0.0f);
     auto x_row = [&](int64_t t, float* dst) {
       if (t >= 0 && t < L) {
-        load_run(f.x, f.x_dtype, b * f.x_batch_stride + t * f.x_l_stride + c0 * f.x_c_stride, f.x_c_stride, dst, nc);
+        load_floats(f.x, f.x_dtype, b * f.x_batch_stride + t * f.x_l_stride + c0 * f.x_c_stride, f.x_c_stride, dst, nc);
       } else {
         std::fill(dst, dst + nc, 0.0f);
       }
@@ -190,18 +193,19 @@ void bwd_tasks_channel_last_vec(const BwdParams& p, const ClTasks& tasks, int64_
     for (int64_t t = t0; t < t1 + halo; ++t) {
       x_row(t, xo[halo]);
       if (t < L) {
-        load_run(p.dout, f.x_dtype, b * p.dout_batch_stride + t * p.dout_l_stride + c0 * p.dout_c_stride,
-                 p.dout_c_stride, g.data(), nc);
+        load_floats(p.dout, f.x_dtype, b * p.dout_batch_stride + t * p.dout_l_stride + c0 * p.dout_c_stride,
+                    p.dout_c_stride, g.data(), nc);
       } else {
         std::fill(g.begin(), g.begin() + nc, 0.0f);
       }
       const bool emit = t - halo >= t0;
-      vec::conv_cols_bwd(xo, g.data(), dyo[0], emit ? dyo : nullptr, dx.data(), nc, wt.data(), kLd, W, bias.data(),
-                         f.silu, t < t1, dwf.data(), dbf.data());
+      const int status = vec::conv_cols_bwd(xo, g.data(), dyo[0], emit ? dyo : nullptr, dx.data(), nc, wt.data(), kLd,
+                                            W, bias.data(), f.silu, t < t1, dwf.data(), dbf.data());
+      if (status != kSuccess) return status;
       if (t < t1 && ((t - t0 + 1) % kFlushSteps == 0 || t + 1 == t1)) flush(nc);
       if (emit)
-        store_run(dx.data(), f.x_dtype, p.dx, b * p.dx_batch_stride + (t - halo) * p.dx_l_stride + c0 * p.dx_c_stride,
-                  p.dx_c_stride, nc);
+        store_floats(dx.data(), f.x_dtype, p.dx,
+                     b * p.dx_batch_stride + (t - halo) * p.dx_l_stride + c0 * p.dx_c_stride, p.dx_c_stride, nc);
       float* x_oldest = xo[0];
       for (int k = 0; k < halo; ++k) xo[k] = xo[k + 1];
       xo[halo] = x_oldest;
@@ -215,6 +219,7 @@ void bwd_tasks_channel_last_vec(const BwdParams& p, const ClTasks& tasks, int64_
       part[i * (W + 1) + W] = db[i];
     }
   }
+  return kSuccess;
 }
 
 // Sums the partial slots of every channel in slot order (the same bits on any thread count) and
@@ -248,14 +253,18 @@ int launch_bwd(const BwdParams& p, const ParallelFor& pfor) {
       const int64_t tblocks = std::max<int64_t>(1, std::min<int64_t>((f.seqlen + 511) / 512, max_slots / f.batch));
       const ClTasks tasks(f.batch, f.dim, f.seqlen, std::max<int64_t>(1, (f.seqlen + tblocks - 1) / tblocks));
       std::vector<double> partials(f.batch * tasks.tblocks * f.dim * (W + 1));
+      FirstError error;
       pfor(tasks.count(), 1,
-           [&](int64_t a, int64_t z) { bwd_tasks_channel_last_vec(p, tasks, a, z, partials.data()); });
+           [&](int64_t a, int64_t z) { error.note(bwd_tasks_channel_last_vec(p, tasks, a, z, partials.data())); });
+      if (error.code() != kSuccess) return error.code();
       reduce_partials(p, partials.data(), f.batch * tasks.tblocks, pfor);
     } else {
       std::vector<double> partials(f.batch * f.dim * (W + 1));
       const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(f.seqlen, 1));
+      FirstError error;
       pfor(f.batch * f.dim, grain,
-           [&](int64_t r0, int64_t r1) { bwd_rows_channel_first_vec(p, r0, r1, partials.data()); });
+           [&](int64_t r0, int64_t r1) { error.note(bwd_rows_channel_first_vec(p, r0, r1, partials.data())); });
+      if (error.code() != kSuccess) return error.code();
       reduce_partials(p, partials.data(), f.batch, pfor);
     }
     return kSuccess;

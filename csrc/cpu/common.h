@@ -2,16 +2,32 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 
 #include "causal_conv1d/numeric.h"
 #include "causal_conv1d/params.h"
+#include "causal_conv1d/status.h"
 #include "vec.h"
 
 namespace causal_conv1d::cpu {
 
 inline float silu(float v) { return v / (1.0f + std::exp(-v)); }
+
+// The first error status the tasks of a parallel loop report (kSuccess when none does): each
+// task returns its status, the launcher returns code().
+class FirstError {
+ public:
+  void note(int status) {
+    int none = kSuccess;
+    if (status != kSuccess) code_.compare_exchange_strong(none, status);
+  }
+  int code() const { return code_.load(); }
+
+ private:
+  std::atomic<int> code_{kSuccess};
+};
 
 // Typed element access with int64 element offsets.
 template <typename T>
@@ -29,8 +45,11 @@ constexpr int64_t kChannelBlock = 64;
 // Time steps per chunk in the channel-first loops (a float buffer of this size stays in L1).
 constexpr int64_t kTimeChunk = 2048;
 
+// Strided runs of a tensor's elements <-> float rows. (Named apart from the GPU kernels' load_run /
+// store_run in csrc/kernels/kernel_utils.h, which move raw 32-bit words.)
+
 // Gathers n elements of a strided run into floats (one vectorised widen when contiguous).
-inline void load_run(const void* base, DType t, int64_t off, int64_t stride, float* dst, int64_t n) {
+inline void load_floats(const void* base, DType t, int64_t off, int64_t stride, float* dst, int64_t n) {
   if (stride == 1 || n == 1) {
     vec::widen(static_cast<const char*>(base) + off * dtype_size(t), t, dst, n);
   } else {
@@ -39,17 +58,18 @@ inline void load_run(const void* base, DType t, int64_t off, int64_t stride, flo
 }
 
 // The same for positions [start, start + n) of a row of `len` elements, zeros outside it.
-inline void load_run_clipped(const void* base, DType t, int64_t off, int64_t stride, int64_t start, int64_t n,
-                             int64_t len, float* dst) {
+inline void load_floats_clipped(const void* base, DType t, int64_t off, int64_t stride, int64_t start, int64_t n,
+                                int64_t len, float* dst) {
   // [lo, hi): the positions inside the row; zeros before and after.
   const int64_t lo = std::min(std::max<int64_t>(start, 0), start + n);
   const int64_t hi = std::max(lo, std::min(start + n, len));
   std::fill(dst, dst + (lo - start), 0.0f);
-  if (hi > lo) load_run(base, t, off + lo * stride, stride, dst + (lo - start), hi - lo);
+  if (hi > lo) load_floats(base, t, off + lo * stride, stride, dst + (lo - start), hi - lo);
   std::fill(dst + (hi - start), dst + n, 0.0f);
 }
 
-inline void store_run(const float* src, DType t, void* base, int64_t off, int64_t stride, int64_t n) {
+// Writes n floats into a strided run of dtype t (one vectorised narrow when contiguous).
+inline void store_floats(const float* src, DType t, void* base, int64_t off, int64_t stride, int64_t n) {
   if (stride == 1 || n == 1) {
     vec::narrow(src, t, static_cast<char*>(base) + off * dtype_size(t), n);
   } else {

@@ -131,7 +131,7 @@ void fwd_blocks_channel_last_seq(const FwdParams& p, int64_t blk_begin, int64_t 
 // are read in place when fp32 with unit stride (else widened into a float buffer: each is read
 // width times), outputs written in place in their dtype when their stride is 1 (else through a
 // float buffer).
-void fwd_rows_channel_first_vec(const FwdParams& p, int64_t row_begin, int64_t row_end) {
+int fwd_rows_channel_first_vec(const FwdParams& p, int64_t row_begin, int64_t row_end) {
   const int halo = p.width - 1;
   const bool direct_x = p.x_dtype == DType::kFloat32 && p.x_l_stride == 1;
   const bool direct_out = p.out_l_stride == 1;
@@ -155,14 +155,16 @@ void fwd_rows_channel_first_vec(const FwdParams& p, int64_t row_begin, int64_t r
       if (direct_x) {
         xin = static_cast<const float*>(p.x) + x_off + t0;
       } else {
-        load_run(p.x, p.x_dtype, x_off + t0 * p.x_l_stride, p.x_l_stride, xbuf.data(), n);
+        load_floats(p.x, p.x_dtype, x_off + t0 * p.x_l_stride, p.x_l_stride, xbuf.data(), n);
       }
       if (direct_out) {
-        vec::conv_row(carry, xin, static_cast<char*>(p.out) + (out_off + t0) * esize, p.x_dtype, n, w, p.width, bias,
-                      p.silu);
+        const int status = vec::conv_row(carry, xin, static_cast<char*>(p.out) + (out_off + t0) * esize, p.x_dtype, n,
+                                         w, p.width, bias, p.silu);
+        if (status != kSuccess) return status;
       } else {
-        vec::conv_row(carry, xin, obuf.data(), DType::kFloat32, n, w, p.width, bias, p.silu);
-        store_run(obuf.data(), p.x_dtype, p.out, out_off + t0 * p.out_l_stride, p.out_l_stride, n);
+        const int status = vec::conv_row(carry, xin, obuf.data(), DType::kFloat32, n, w, p.width, bias, p.silu);
+        if (status != kSuccess) return status;
+        store_floats(obuf.data(), p.x_dtype, p.out, out_off + t0 * p.out_l_stride, p.out_l_stride, n);
       }
       // The last width - 1 inputs of [carry, this chunk] are the next chunk's halo.
       for (int j = 0; j < halo; ++j) {
@@ -176,6 +178,7 @@ void fwd_rows_channel_first_vec(const FwdParams& p, int64_t row_begin, int64_t r
                          b * p.final_batch_stride + c * p.final_c_stride + j * p.final_l_stride, carry[j]);
     }
   }
+  return kSuccess;
 }
 
 // Channel-last: a task (ClTasks) is kChannelBlockVec channels by kTimeBlock steps of one batch row.
@@ -186,7 +189,7 @@ void fwd_rows_channel_first_vec(const FwdParams& p, int64_t row_begin, int64_t r
 // at seqlen writes the final states.
 constexpr int64_t kTimeBlock = 512;
 
-void fwd_tasks_channel_last_vec(const FwdParams& p, const ClTasks& tasks, int64_t task_begin, int64_t task_end) {
+int fwd_tasks_channel_last_vec(const FwdParams& p, const ClTasks& tasks, int64_t task_begin, int64_t task_end) {
   const int halo = p.width - 1;
   constexpr int64_t kB = kChannelBlockVec, kLd = kRowStride;
   constexpr int kS = vec::kMaxColSteps;
@@ -213,8 +216,8 @@ void fwd_tasks_channel_last_vec(const FwdParams& p, const ClTasks& tasks, int64_
     for (int j = 0; j < halo && t0 - halo + j < 0; ++j) {
       float* r = before.data() + j * kLd;
       if (p.initial_states) {
-        load_run(p.initial_states, p.x_dtype, b * p.init_batch_stride + c0 * p.init_c_stride + j * p.init_l_stride,
-                 p.init_c_stride, r, nc);
+        load_floats(p.initial_states, p.x_dtype, b * p.init_batch_stride + c0 * p.init_c_stride + j * p.init_l_stride,
+                    p.init_c_stride, r, nc);
       } else {
         std::fill(r, r + nc, 0.0f);
       }
@@ -227,7 +230,7 @@ void fwd_tasks_channel_last_vec(const FwdParams& p, const ClTasks& tasks, int64_
     auto load_rows = [&](int64_t s0, int64_t s1) {
       if (direct_x) return;
       for (int64_t s = std::max<int64_t>(0, s0); s < s1; ++s)
-        load_run(p.x, p.x_dtype, x_off + s * p.x_l_stride, p.x_c_stride, ring_row(s), nc);
+        load_floats(p.x, p.x_dtype, x_off + s * p.x_l_stride, p.x_c_stride, ring_row(s), nc);
     };
     load_rows(t0 - halo, t0);
     for (int64_t t = t0; t < t1; t += kS) {
@@ -239,19 +242,21 @@ void fwd_tasks_channel_last_vec(const FwdParams& p, const ClTasks& tasks, int64_
       for (int s = 0; s < steps; ++s)
         outs[s] = direct_out ? static_cast<char*>(p.out) + (out_off + (t + s) * p.out_l_stride) * esize
                              : static_cast<void*>(obuf.data() + s * kLd);
-      vec::conv_cols(win, outs, direct_out ? p.x_dtype : DType::kFloat32, steps, nc, wt.data(), kLd, p.width,
-                     bias.data(), p.silu);
+      const int status = vec::conv_cols(win, outs, direct_out ? p.x_dtype : DType::kFloat32, steps, nc, wt.data(), kLd,
+                                        p.width, bias.data(), p.silu);
+      if (status != kSuccess) return status;
       if (!direct_out) {
         for (int s = 0; s < steps; ++s)
-          store_run(obuf.data() + s * kLd, p.x_dtype, p.out, out_off + (t + s) * p.out_l_stride, p.out_c_stride, nc);
+          store_floats(obuf.data() + s * kLd, p.x_dtype, p.out, out_off + (t + s) * p.out_l_stride, p.out_c_stride, nc);
       }
     }
     if (p.final_states && t1 == p.seqlen) {
       for (int j = 0; j < halo; ++j)
-        store_run(row_of(p.seqlen - halo + j), p.x_dtype, p.final_states,
-                  b * p.final_batch_stride + c0 * p.final_c_stride + j * p.final_l_stride, p.final_c_stride, nc);
+        store_floats(row_of(p.seqlen - halo + j), p.x_dtype, p.final_states,
+                     b * p.final_batch_stride + c0 * p.final_c_stride + j * p.final_l_stride, p.final_c_stride, nc);
     }
   }
+  return kSuccess;
 }
 
 }  // namespace
@@ -260,14 +265,15 @@ int launch_fwd(const FwdParams& p, const ParallelFor& pfor) {
   if (p.batch == 0 || p.dim == 0) return kSuccess;
   if (p.width < kMinWidth || p.width > kMaxWidth) return kErrUnsupportedWidth;
   if (p.seq_idx == nullptr) {
+    FirstError error;
     if (p.channel_last) {
       const ClTasks tasks(p.batch, p.dim, p.seqlen, kTimeBlock);
-      pfor(tasks.count(), 1, [&](int64_t a, int64_t z) { fwd_tasks_channel_last_vec(p, tasks, a, z); });
+      pfor(tasks.count(), 1, [&](int64_t a, int64_t z) { error.note(fwd_tasks_channel_last_vec(p, tasks, a, z)); });
     } else {
       const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(p.seqlen, 1));
-      pfor(p.batch * p.dim, grain, [&](int64_t r0, int64_t r1) { fwd_rows_channel_first_vec(p, r0, r1); });
+      pfor(p.batch * p.dim, grain, [&](int64_t r0, int64_t r1) { error.note(fwd_rows_channel_first_vec(p, r0, r1)); });
     }
-    return kSuccess;
+    return error.code();
   }
   return dispatch_dtype(p.x_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;

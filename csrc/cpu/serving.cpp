@@ -34,10 +34,10 @@ struct BlockWeights {
 template <typename Params>
 void load_block_weights(const Params& p, int64_t c0, int64_t n, BlockWeights& bw) {
   for (int k = 0; k < p.width; ++k)
-    load_run(p.weight, p.w_dtype, c0 * p.weight_c_stride + k * p.weight_w_stride, p.weight_c_stride,
-             bw.wt + k * kServingBlock, n);
+    load_floats(p.weight, p.w_dtype, c0 * p.weight_c_stride + k * p.weight_w_stride, p.weight_c_stride,
+                bw.wt + k * kServingBlock, n);
   if (p.bias) {
-    load_run(p.bias, p.w_dtype, c0 * p.bias_stride, p.bias_stride, bw.bias, n);
+    load_floats(p.bias, p.w_dtype, c0 * p.bias_stride, p.bias_stride, bw.bias, n);
   } else {
     std::fill(bw.bias, bw.bias + n, 0.0f);
   }
@@ -48,16 +48,18 @@ void load_block_weights(const Params& p, int64_t c0, int64_t n, BlockWeights& bw
 // contiguous elements of dtype ot (the output tensor's own row where its channels are contiguous,
 // so SiLU and the rounding happen in one pass, else a float row).
 template <typename OutRow>
-void conv_steps(const float* first, int64_t ld, OutRow out_row, DType ot, int64_t steps, int64_t n, int width,
-                const BlockWeights& bw, bool silu) {
+int conv_steps(const float* first, int64_t ld, OutRow out_row, DType ot, int64_t steps, int64_t n, int width,
+               const BlockWeights& bw, bool silu) {
   for (int64_t s0 = 0; s0 < steps; s0 += vec::kMaxColSteps) {
     const int s = static_cast<int>(std::min<int64_t>(vec::kMaxColSteps, steps - s0));
     const float* rows[vec::kMaxColSteps + kMaxWidth - 1];
     void* outs[vec::kMaxColSteps];
     for (int k = 0; k < s + width - 1; ++k) rows[k] = first + (s0 + k) * ld;
     for (int k = 0; k < s; ++k) outs[k] = out_row(s0 + k);
-    vec::conv_cols(rows, outs, ot, s, n, bw.wt, kServingBlock, width, bw.bias, silu);
+    const int status = vec::conv_cols(rows, outs, ot, s, n, bw.wt, kServingBlock, width, bw.bias, silu);
+    if (status != kSuccess) return status;
   }
+  return kSuccess;
 }
 
 // State line rows: position `pos` of `line`, channels [c0, c0 + n).
@@ -66,19 +68,19 @@ int64_t state_offset(const Params& p, int64_t line, int64_t c0, int64_t pos) {
   return line * p.state_line_stride + c0 * p.state_c_stride + pos * p.state_l_stride;
 }
 
-void serving_fwd_task(const ServingFwdParams& p, int64_t i, int64_t c0, int64_t n, BlockWeights& bw,
-                      std::vector<float>& buf) {
+int serving_fwd_task(const ServingFwdParams& p, int64_t i, int64_t c0, int64_t n, BlockWeights& bw,
+                     std::vector<float>& buf) {
   const ServingRow r = serving_fwd_row(p, i);
   const int H = p.width - 1;
   const DType t = p.x_dtype;
   auto x_off = [&](int64_t tok) { return c0 * p.x_c_stride + tok * p.x_l_stride; };
   auto out_off = [&](int64_t tok) { return c0 * p.out_c_stride + tok * p.out_l_stride; };
-  if (r.len == 0) return;
+  if (r.len == 0) return kSuccess;
   if (r.skip) {
     std::vector<float> zeros(n, 0.0f);
     for (int64_t tok = r.start; tok < r.start + r.len; ++tok)
-      store_run(zeros.data(), t, p.out, out_off(tok), p.out_c_stride, n);
-    return;
+      store_floats(zeros.data(), t, p.out, out_off(tok), p.out_c_stride, n);
+    return kSuccess;
   }
   load_block_weights(p, c0, n, bw);
 
@@ -89,13 +91,13 @@ void serving_fwd_task(const ServingFwdParams& p, int64_t i, int64_t c0, int64_t 
   const bool init = p.has_initial_state && p.has_initial_state[i * p.his_stride];
   if (init) {
     for (int k = 0; k < H; ++k)
-      load_run(p.conv_states, t, state_offset(p, r.in_line, c0, k), p.state_c_stride, window.data() + k * ld, n);
+      load_floats(p.conv_states, t, state_offset(p, r.in_line, c0, k), p.state_c_stride, window.data() + k * ld, n);
   }
   auto load_concat_row = [&](int64_t j, float* dst) {
     if (j < 0) {
       std::copy(window.data() + (H + j) * ld, window.data() + (H + j) * ld + n, dst);
     } else {
-      load_run(p.x, t, x_off(r.start + j), p.x_c_stride, dst, n);
+      load_floats(p.x, t, x_off(r.start + j), p.x_c_stride, dst, n);
     }
   };
 
@@ -114,10 +116,11 @@ void serving_fwd_task(const ServingFwdParams& p, int64_t i, int64_t c0, int64_t 
       return direct_out ? static_cast<char*>(p.out) + out_off(r.start + t0 + s) * esize
                         : static_cast<void*>(outs + s * ld);
     };
-    conv_steps(rows, ld, out_row, direct_out ? t : DType::kFloat32, steps, n, p.width, bw, p.silu);
+    const int status = conv_steps(rows, ld, out_row, direct_out ? t : DType::kFloat32, steps, n, p.width, bw, p.silu);
+    if (status != kSuccess) return status;
     if (!direct_out) {
       for (int64_t s = 0; s < steps; ++s)
-        store_run(outs + s * ld, t, p.out, out_off(r.start + t0 + s), p.out_c_stride, n);
+        store_floats(outs + s * ld, t, p.out, out_off(r.start + t0 + s), p.out_c_stride, n);
     }
     // The last H rows become the next chunk's history.
     std::memmove(rows, rows + steps * ld, static_cast<size_t>(H * ld) * sizeof(float));
@@ -128,7 +131,7 @@ void serving_fwd_task(const ServingFwdParams& p, int64_t i, int64_t c0, int64_t 
   auto write_state = [&](int64_t line, int64_t boundary) {
     for (int k = 0; k < H; ++k) {
       load_concat_row(boundary - H + k, row.data());
-      store_run(row.data(), t, p.conv_states, state_offset(p, line, c0, k), p.state_c_stride, n);
+      store_floats(row.data(), t, p.conv_states, state_offset(p, line, c0, k), p.state_c_stride, n);
     }
   };
   if (p.prefix_caching) {
@@ -143,10 +146,11 @@ void serving_fwd_task(const ServingFwdParams& p, int64_t i, int64_t c0, int64_t 
     }
   }
   if (r.out_line >= 0) write_state(r.out_line, r.len);
+  return kSuccess;
 }
 
-void serving_update_task(const ServingUpdateParams& p, int64_t i, int64_t c0, int64_t n, BlockWeights& bw,
-                         std::vector<float>& buf) {
+int serving_update_task(const ServingUpdateParams& p, int64_t i, int64_t c0, int64_t n, BlockWeights& bw,
+                        std::vector<float>& buf) {
   int64_t offset = 0, new_len = 0;
   const ServingRow r = serving_update_row(p, i, &offset, &new_len);
   const int H = p.width - 1;
@@ -155,12 +159,12 @@ void serving_update_task(const ServingUpdateParams& p, int64_t i, int64_t c0, in
   auto x_off = [&](int64_t tok) {
     return (varlen ? 0 : i * p.x_batch_stride) + c0 * p.x_c_stride + (r.start + tok) * p.x_l_stride;
   };
-  if (r.len == 0) return;
+  if (r.len == 0) return kSuccess;
   const int64_t ld = kServingBlock;
   if (r.skip) {
     std::vector<float> zeros(n, 0.0f);
-    for (int64_t tok = 0; tok < r.len; ++tok) store_run(zeros.data(), t, p.x, x_off(tok), p.x_c_stride, n);
-    return;
+    for (int64_t tok = 0; tok < r.len; ++tok) store_floats(zeros.data(), t, p.x, x_off(tok), p.x_c_stride, n);
+    return kSuccess;
   }
   load_block_weights(p, c0, n, bw);
 
@@ -171,23 +175,25 @@ void serving_update_task(const ServingUpdateParams& p, int64_t i, int64_t c0, in
   float* rows = buf.data();
   float* outs = buf.data() + total * ld;
   for (int k = 0; k < H; ++k)
-    load_run(p.conv_state, t, state_offset(p, r.in_line, c0, offset + k), p.state_c_stride, rows + k * ld, n);
-  for (int64_t tok = 0; tok < r.len; ++tok) load_run(p.x, t, x_off(tok), p.x_c_stride, rows + (H + tok) * ld, n);
+    load_floats(p.conv_state, t, state_offset(p, r.in_line, c0, offset + k), p.state_c_stride, rows + k * ld, n);
+  for (int64_t tok = 0; tok < r.len; ++tok) load_floats(p.x, t, x_off(tok), p.x_c_stride, rows + (H + tok) * ld, n);
   // Every token is in `rows` by now, so the outputs may go straight into x's rows.
   const bool direct_out = p.x_c_stride == 1;
   const int esize = dtype_size(t);
   auto out_row = [&](int64_t tok) -> void* {
     return direct_out ? static_cast<char*>(p.x) + x_off(tok) * esize : static_cast<void*>(outs + tok * ld);
   };
-  conv_steps(rows, ld, out_row, direct_out ? t : DType::kFloat32, r.len, n, p.width, bw, p.silu);
+  const int status = conv_steps(rows, ld, out_row, direct_out ? t : DType::kFloat32, r.len, n, p.width, bw, p.silu);
+  if (status != kSuccess) return status;
   if (!direct_out) {
-    for (int64_t tok = 0; tok < r.len; ++tok) store_run(outs + tok * ld, t, p.x, x_off(tok), p.x_c_stride, n);
+    for (int64_t tok = 0; tok < r.len; ++tok) store_floats(outs + tok * ld, t, p.x, x_off(tok), p.x_c_stride, n);
   }
   if (r.out_line >= 0) {
     for (int64_t s = 0; s < new_len; ++s)
-      store_run(rows + (total - new_len + s) * ld, t, p.conv_state, state_offset(p, r.out_line, c0, s),
-                p.state_c_stride, n);
+      store_floats(rows + (total - new_len + s) * ld, t, p.conv_state, state_offset(p, r.out_line, c0, s),
+                   p.state_c_stride, n);
   }
+  return kSuccess;
 }
 
 // Tasks are (row, channel block) pairs; tokens_per_row (an average) sizes the grain so that a
@@ -200,15 +206,16 @@ int run_tasks(const Params& p, int64_t rows, int64_t tokens_per_row, const Paral
   const int64_t blocks = (p.dim + kServingBlock - 1) / kServingBlock;
   const int64_t grain =
       std::max<int64_t>(1, 65536 / (kServingBlock * (std::max<int64_t>(tokens_per_row, 1) + p.width)));
+  FirstError error;
   pfor(rows * blocks, grain, [&](int64_t a, int64_t z) {
     BlockWeights bw;
     std::vector<float> buf;
     for (int64_t task_id = a; task_id < z; ++task_id) {
       const int64_t i = task_id / blocks, c0 = (task_id % blocks) * kServingBlock;
-      task(p, i, c0, std::min(kServingBlock, p.dim - c0), bw, buf);
+      error.note(task(p, i, c0, std::min(kServingBlock, p.dim - c0), bw, buf));
     }
   });
-  return kSuccess;
+  return error.code();
 }
 
 }  // namespace

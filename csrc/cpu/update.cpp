@@ -83,7 +83,7 @@ bool fits_decode_layout(const UpdateParams& p) {
          p.weight_c_stride == p.width && (p.bias == nullptr || p.bias_stride == 1);
 }
 
-void update_blocks_vec(const UpdateParams& p, int64_t blk_begin, int64_t blk_end) {
+int update_blocks_vec(const UpdateParams& p, int64_t blk_begin, int64_t blk_end) {
   constexpr int64_t kB = kUpdateBlock;
   const int64_t S = p.state_len;
   const int esize = dtype_size(p.x_dtype);
@@ -108,17 +108,22 @@ void update_blocks_vec(const UpdateParams& p, int64_t blk_begin, int64_t blk_end
       char* state = static_cast<char*>(p.conv_state) + (line * p.state_batch_stride + c0 * S) * esize;
       const char* x_row = static_cast<const char*>(p.x) + (b * p.x_batch_stride + c0) * esize;
       if (f32) {
-        vec::update_step(reinterpret_cast<float*>(state), S, reinterpret_cast<const float*>(x_row),
-                         reinterpret_cast<float*>(out_row), nc, wt.data(), kB, p.width, bias.data(), p.silu);
+        const int status =
+            vec::update_step(reinterpret_cast<float*>(state), S, reinterpret_cast<const float*>(x_row),
+                             reinterpret_cast<float*>(out_row), nc, wt.data(), kB, p.width, bias.data(), p.silu);
+        if (status != kSuccess) return status;
         continue;
       }
       vec::widen(state, p.x_dtype, st.data(), nc * S);
       vec::widen(x_row, p.x_dtype, x.data(), nc);
-      vec::update_step(st.data(), S, x.data(), out.data(), nc, wt.data(), kB, p.width, bias.data(), p.silu);
+      const int status =
+          vec::update_step(st.data(), S, x.data(), out.data(), nc, wt.data(), kB, p.width, bias.data(), p.silu);
+      if (status != kSuccess) return status;
       vec::narrow(out.data(), p.x_dtype, out_row, nc);
       vec::narrow(st.data(), p.x_dtype, state, nc * S);
     }
   }
+  return kSuccess;
 }
 
 }  // namespace
@@ -131,8 +136,9 @@ int launch_update(const UpdateParams& p, const ParallelFor& pfor) {
     // channels 32 -> 19 us with two threads; batch 4 no gain).
     const int64_t blocks = (p.dim + kUpdateBlock - 1) / kUpdateBlock;
     const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(p.batch * kUpdateBlock, 1));
-    pfor(blocks, grain, [&](int64_t a, int64_t z) { update_blocks_vec(p, a, z); });
-    return kSuccess;
+    FirstError error;
+    pfor(blocks, grain, [&](int64_t a, int64_t z) { error.note(update_blocks_vec(p, a, z)); });
+    return error.code();
   }
   return dispatch_dtype(p.x_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -368,13 +368,15 @@ CC_VEC_INLINE void update_step_t(float* st, int64_t S, const float* __restrict x
 
 // Width 2..4 and the element type as template instantiations behind one cloned entry point per
 // operation (macros rather than generic lambdas: a lambda's body is a function of its own, which
-// would not be cloned).
-#define CC_WIDTH_SWITCH(width, call) \
-  switch (width) {                   \
-    case 2: call(2); break;          \
-    case 3: call(3); break;          \
-    default: call(4); break;         \
-  }
+// would not be cloned). Any other width returns kErrUnsupportedWidth, as dispatch_width does.
+#define CC_WIDTH_SWITCH(width, call)      \
+  switch (width) {                        \
+    case 2: call(2); break;               \
+    case 3: call(3); break;               \
+    case 4: call(4); break;               \
+    default: return kErrUnsupportedWidth; \
+  }                                       \
+  return kSuccess;
 #define CC_ELEM_SWITCH(t, call)               \
   switch (t) {                                \
     case DType::kFloat32: call(F32); break;   \
@@ -384,8 +386,8 @@ CC_VEC_INLINE void update_step_t(float* st, int64_t S, const float* __restrict x
 
 }  // namespace
 
-CC_CPU_CLONES void conv_row(const float* halo, const float* x, void* out, DType t, int64_t n, const float* w, int width,
-                            float bias, bool silu){
+CC_CPU_CLONES int conv_row(const float* halo, const float* x, void* out, DType t, int64_t n, const float* w, int width,
+                           float bias, bool silu){
 #define CC_CALL_E(E) \
   silu ? conv_row_t<W, E, true>(halo, x, out, n, w, bias) : conv_row_t<W, E, false>(halo, x, out, n, w, bias)
 #define CC_CALL(Wv)              \
@@ -398,8 +400,8 @@ CC_CPU_CLONES void conv_row(const float* halo, const float* x, void* out, DType 
 #undef CC_CALL_E
 }
 
-CC_CPU_CLONES void conv_cols(const float* const* rows, void* const* outs, DType t, int steps, int64_t n,
-                             const float* wt, int64_t ld, int width, const float* bias, bool silu) {
+CC_CPU_CLONES int conv_cols(const float* const* rows, void* const* outs, DType t, int steps, int64_t n, const float* wt,
+                            int64_t ld, int width, const float* bias, bool silu) {
   // kMaxColSteps steps with the window in registers, or a tail of fewer one step at a time.
 #define CC_CALL_S(E, S, s)                                                   \
   silu ? conv_cols_t<W, S, E, true>(rows + (s), outs + (s), n, wt, ld, bias) \
@@ -421,23 +423,23 @@ CC_CPU_CLONES void conv_cols(const float* const* rows, void* const* outs, DType 
 #undef CC_CALL_S
 }
 
-CC_CPU_CLONES void conv_row_bwd(const float* xs, const float* g, float* dy, float* dx, int64_t n, const float* w,
-                                int width, float bias, bool silu, double* dw, double* db){
+CC_CPU_CLONES int conv_row_bwd(const float* xs, const float* g, float* dy, float* dx, int64_t n, const float* w,
+                               int width, float bias, bool silu, double* dw, double* db){
 #define CC_CALL(W) conv_row_bwd_t<W>(xs, g, dy, dx, n, w, bias, silu, dw, db)
     CC_WIDTH_SWITCH(width, CC_CALL)
 #undef CC_CALL
 }
 
-CC_CPU_CLONES void conv_cols_bwd(const float* const* x_rows, const float* g, float* dy_out, const float* const* dy_rows,
-                                 float* dx_out, int64_t n, const float* wt, int64_t ld, int width, const float* bias,
-                                 bool silu, bool accumulate, float* dw, float* db){
+CC_CPU_CLONES int conv_cols_bwd(const float* const* x_rows, const float* g, float* dy_out, const float* const* dy_rows,
+                                float* dx_out, int64_t n, const float* wt, int64_t ld, int width, const float* bias,
+                                bool silu, bool accumulate, float* dw, float* db){
 #define CC_CALL(W) conv_cols_bwd_t<W>(x_rows, g, dy_out, dy_rows, dx_out, n, wt, ld, bias, silu, accumulate, dw, db)
     CC_WIDTH_SWITCH(width, CC_CALL)
 #undef CC_CALL
 }
 
-CC_CPU_CLONES void update_step(float* st, int64_t S, const float* x, float* out, int64_t n, const float* wt, int64_t ld,
-                               int width, const float* bias, bool silu){
+CC_CPU_CLONES int update_step(float* st, int64_t S, const float* x, float* out, int64_t n, const float* wt, int64_t ld,
+                              int width, const float* bias, bool silu){
 #define CC_CALL(W)                                              \
   silu ? update_step_t<W, true>(st, S, x, out, n, wt, ld, bias) \
        : update_step_t<W, false>(st, S, x, out, n, wt, ld, bias)

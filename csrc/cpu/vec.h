@@ -6,11 +6,15 @@
 //
 // The callers (fwd.cpp, bwd.cpp) move data between tensors of any dtype and strides and these float
 // rows, sized to stay in L1.
+//
+// The functions taking a width return kSuccess, or kErrUnsupportedWidth (status.h) without touching
+// their outputs when the width is not 2, 3 or 4.
 #pragma once
 
 #include <cstdint>
 
 #include "causal_conv1d/params.h"
+#include "causal_conv1d/status.h"
 
 namespace causal_conv1d::cpu::vec {
 
@@ -21,16 +25,16 @@ namespace causal_conv1d::cpu::vec {
 // where in[j] = x[j] for j >= 0 and halo[width - 1 + j] for the width - 1 positions before x.
 // x: n contiguous floats (x itself when fp32 and contiguous, else a widened copy: each input is read
 // width times); out: n contiguous elements of dtype t (out itself where contiguous).
-void conv_row(const float* halo, const float* x, void* out, DType t, int64_t n, const float* w, int width, float bias,
-              bool silu);
+[[nodiscard]] int conv_row(const float* halo, const float* x, void* out, DType t, int64_t n, const float* w, int width,
+                           float bias, bool silu);
 
 // Channel-last: `steps` consecutive time steps (1 .. kMaxColSteps) over n channels. rows: the
 // steps + width - 1 input rows (float), oldest first; outs: the steps output rows, n contiguous
 // elements of dtype t each. For step s: outs[s][c] = act(bias[c] + sum_k wt[k * ld + c] *
 // rows[s + k][c]).
 constexpr int kMaxColSteps = 4;
-void conv_cols(const float* const* rows, void* const* outs, DType t, int steps, int64_t n, const float* wt, int64_t ld,
-               int width, const float* bias, bool silu);
+[[nodiscard]] int conv_cols(const float* const* rows, void* const* outs, DType t, int steps, int64_t n, const float* wt,
+                            int64_t ld, int width, const float* bias, bool silu);
 
 // Backward of a channel-first row of n outputs. xs: the width - 1 inputs before output 0, the n
 // inputs, and the width - 1 inputs after them (n + 2 * (width - 1), zeros past the row); g: the n +
@@ -41,8 +45,8 @@ void conv_cols(const float* const* rows, void* const* outs, DType t, int steps, 
 // (the sums over this row in float, in a fixed lane order, then added to the double totals: n is
 // at most a chunk of kTimeChunk, so each float lane sums a few hundred terms).
 // dy: scratch of n + width - 1 floats.
-void conv_row_bwd(const float* xs, const float* g, float* dy, float* dx, int64_t n, const float* w, int width,
-                  float bias, bool silu, double* dw, double* db);
+[[nodiscard]] int conv_row_bwd(const float* xs, const float* g, float* dy, float* dx, int64_t n, const float* w,
+                               int width, float bias, bool silu, double* dw, double* db);
 
 // Channel-last backward, one time step t over n channels: x_rows[k] holds x[t - (width - 1) + k],
 // g the upstream gradient at t. Writes dy_out = dy[t] (g * silu'(y[t]) or g); when accumulate,
@@ -50,16 +54,16 @@ void conv_row_bwd(const float* xs, const float* g, float* dy, float* dx, int64_t
 // moves them into double totals every few dozen steps). When dy_rows is not null
 // (dy_rows[k] = dy[t - k], dy_rows[0] == dy_out), writes dx_out[c] = sum_k wt[k*ld+c] * dy_rows[k][c],
 // the gradient of x[t - (width - 1)].
-void conv_cols_bwd(const float* const* x_rows, const float* g, float* dy_out, const float* const* dy_rows,
-                   float* dx_out, int64_t n, const float* wt, int64_t ld, int width, const float* bias, bool silu,
-                   bool accumulate, float* dw, float* db);
+[[nodiscard]] int conv_cols_bwd(const float* const* x_rows, const float* g, float* dy_out, const float* const* dy_rows,
+                                float* dx_out, int64_t n, const float* wt, int64_t ld, int width, const float* bias,
+                                bool silu, bool accumulate, float* dw, float* db);
 
 // One decode step over n channels of a state laid out channel by channel (S entries each, st[c * S
 // + s]), updated in place: out[c] = act(bias[c] + sum_{k < width-1} wt[k * ld + c] * st[c*S +
 // S-(width-1)+k] + wt[(width-1) * ld + c] * x[c]) from the state before the step, then each
 // channel's entries shift left by one and x[c] becomes the last. S >= width - 1; wt tap-major.
-void update_step(float* st, int64_t S, const float* x, float* out, int64_t n, const float* wt, int64_t ld, int width,
-                 const float* bias, bool silu);
+[[nodiscard]] int update_step(float* st, int64_t S, const float* x, float* out, int64_t n, const float* wt, int64_t ld,
+                              int width, const float* bias, bool silu);
 
 // vmath.h's functions over rows, through the same clones as the kernels: what the tests check the
 // error bounds on. y[i] = exp(-|x[i]|), y[i] = silu(x[i]) (exp of degree 6 or 4),

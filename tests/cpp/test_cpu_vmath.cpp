@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "causal_conv1d/numeric.h"
@@ -312,6 +313,59 @@ TEST(CpuVec, SixteenBitRowsMatchScalarConversions) {
     count += int64_t(xs.size());
   });
   std::printf("16-bit narrowing checked on %lld floats\n", static_cast<long long>(count));
+}
+
+// The entry points taking a width run for 2, 3 and 4, and report any other width without writing
+// their outputs (no silent fallback to the width-4 code).
+TEST(CpuVec, UnsupportedWidthIsReportedAndWritesNothing) {
+  using causal_conv1d::DType;
+  using causal_conv1d::kErrUnsupportedWidth;
+  using causal_conv1d::kSuccess;
+  constexpr int64_t n = 8, ld = n;
+  constexpr float kUntouched = 1234.5f;
+  // Inputs sized for widths up to 8, so that a switch running some width's code reads no further.
+  const std::vector<float> x(n + 16, 1.0f), wt(8 * ld, 0.5f), bias(n, 0.25f);
+  std::vector<const float*> rows(vec::kMaxColSteps + 8, x.data());
+  auto untouched = [&](const std::vector<float>& v) {
+    for (float e : v)
+      if (e != kUntouched) return false;
+    return true;
+  };
+  for (int width : {0, 1, 5, 8, 2, 3, 4}) {
+    SCOPED_TRACE("width " + std::to_string(width));
+    const bool ok = width >= 2 && width <= 4;
+    const int expected = ok ? kSuccess : kErrUnsupportedWidth;
+
+    std::vector<float> out(n, kUntouched);
+    EXPECT_EQ(vec::conv_row(x.data(), x.data() + 8, out.data(), DType::kFloat32, n, wt.data(), width, 0.25f, true),
+              expected);
+    EXPECT_EQ(untouched(out), !ok) << "conv_row";
+
+    std::vector<float> col(n, kUntouched);
+    void* outs[1] = {col.data()};
+    EXPECT_EQ(vec::conv_cols(rows.data(), outs, DType::kFloat32, 1, n, wt.data(), ld, width, bias.data(), false),
+              expected);
+    EXPECT_EQ(untouched(col), !ok) << "conv_cols";
+
+    std::vector<float> dy(n + 16), dx(n, kUntouched);
+    double dw[8] = {}, db = 0.0;
+    EXPECT_EQ(vec::conv_row_bwd(x.data(), x.data(), dy.data(), dx.data(), n, wt.data(), width, 0.25f, true, dw, &db),
+              expected);
+    EXPECT_EQ(untouched(dx), !ok) << "conv_row_bwd";
+
+    std::vector<float> dy_out(n, kUntouched), dx_out(n, kUntouched), dwf(8 * ld), dbf(n);
+    std::vector<const float*> dy_rows(8, x.data());
+    dy_rows[0] = dy_out.data();
+    EXPECT_EQ(vec::conv_cols_bwd(rows.data(), x.data(), dy_out.data(), dy_rows.data(), dx_out.data(), n, wt.data(), ld,
+                                 width, bias.data(), false, true, dwf.data(), dbf.data()),
+              expected);
+    EXPECT_EQ(untouched(dy_out), !ok) << "conv_cols_bwd";
+
+    std::vector<float> state(n * 8, 1.0f), step_out(n, kUntouched);
+    EXPECT_EQ(vec::update_step(state.data(), 8, x.data(), step_out.data(), n, wt.data(), ld, width, bias.data(), false),
+              expected);
+    EXPECT_EQ(untouched(step_out), !ok) << "update_step";
+  }
 }
 
 }  // namespace
