@@ -12,70 +12,13 @@ if(NOT CAUSAL_CONV1D_PYTHON)
   find_program(CAUSAL_CONV1D_PYTHON NAMES python3 python REQUIRED)
 endif()
 
-set(_torch_query [=[
-import os, sysconfig, torch
-import torch.utils.cpp_extension as ce
-print("version=" + torch.__version__)
-print("hip=" + (torch.version.hip or ""))
-print("cuda=" + (torch.version.cuda or ""))
-print("include_dirs=" + "|".join(ce.include_paths()))
-print("library_dir=" + os.path.join(os.path.dirname(torch.__file__), "lib"))
-print("cxx11_abi=" + str(int(torch._C._GLIBCXX_USE_CXX11_ABI)))
-print("ext_suffix=" + sysconfig.get_config_var("EXT_SUFFIX"))
-try:
-    info = torch.__config__.parallel_info()
-except Exception:
-    info = ""
-print("parallel=" + next((l.split(":", 1)[1].strip() for l in info.splitlines()
-                          if l.startswith("ATen parallel backend")), "unknown"))
-# The OpenMP runtime libtorch_cpu.so uses (system libgomp.so.1, a wheel's own libgomp-<hash>.so.1
-# or libgomp.so.1 in torch/lib, LLVM libomp, Intel libiomp5): among the runtimes this process has
-# mapped since `import torch`, the one whose soname libtorch_cpu.so lists as DT_NEEDED.
-import mmap, re, struct
-def dynamic(path):
-    """(DT_NEEDED names, DT_SONAME) of an ELF64 little-endian shared object."""
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-        if m[:4] != b"\x7fELF" or m[4] != 2 or m[5] != 1:
-            return [], ""
-        shoff, = struct.unpack_from("<Q", m, 0x28)
-        shentsize, shnum = struct.unpack_from("<HH", m, 0x3A)
-        def section(i):
-            return struct.unpack_from("<IIQQQQIIQQ", m, shoff + i * shentsize)
-        for i in range(shnum):
-            sh = section(i)
-            if sh[1] != 6:  # SHT_DYNAMIC
-                continue
-            strtab = section(sh[6])[4]
-            def name(off):
-                return m[strtab + off:m.find(b"\0", strtab + off)].decode()
-            needed, soname = [], ""
-            for off in range(sh[4], sh[4] + sh[5], 16):
-                tag, val = struct.unpack_from("<qQ", m, off)
-                if tag == 0:
-                    break
-                if tag == 1:
-                    needed.append(name(val))
-                elif tag == 14:
-                    soname = name(val)
-            return needed, soname
-    return [], ""
-mapped = []
-with open("/proc/self/maps") as maps:
-    for line in maps:
-        fields = line.split()
-        path = fields[-1] if len(fields) >= 6 else ""
-        if re.match(r"lib(gomp|omp|iomp5)([-.].*)?\.so", os.path.basename(path)) and path not in mapped:
-            mapped.append(path)
-try:
-    needed = dynamic(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))[0]
-except OSError:
-    needed = []
-omp = next((p for p in mapped if dynamic(p)[1] in needed), mapped[0] if len(mapped) == 1 else "")
-print("openmp_library=" + (os.path.realpath(omp) if omp else ""))
-print("openmp_mapped=" + "|".join(mapped))
-]=])
+# The query is a Python program of its own (torch_query.py, which reads ELF files with
+# causal_conv1d/_binary.py); a change to either re-runs the configure.
+set(_query_script "${CMAKE_CURRENT_LIST_DIR}/torch_query.py")
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
+  "${_query_script}" "${CMAKE_CURRENT_LIST_DIR}/../causal_conv1d/_binary.py")
 execute_process(
-  COMMAND "${CAUSAL_CONV1D_PYTHON}" -c "${_torch_query}"
+  COMMAND "${CAUSAL_CONV1D_PYTHON}" "${_query_script}"
   OUTPUT_VARIABLE _out ERROR_VARIABLE _err RESULT_VARIABLE _rc)
 if(NOT _rc EQUAL 0)
   message(FATAL_ERROR "causal-conv1d: cannot import torch with ${CAUSAL_CONV1D_PYTHON}:\n${_err}\n"

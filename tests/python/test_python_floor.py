@@ -16,10 +16,11 @@ import pytest
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 
-# The modules a wheel ships ([tool.setuptools] packages and py-modules in pyproject.toml).
+# The modules a wheel ships ([tool.setuptools] packages and py-modules in pyproject.toml), and the
+# build's own Python program, which the configure runs with the Python the package is built for.
 PACKAGE_FILES = sorted(
     [os.path.join("causal_conv1d", f) for f in os.listdir(os.path.join(ROOT, "causal_conv1d")) if f.endswith(".py")]
-    + ["causal_conv1d_cuda.py"]
+    + ["causal_conv1d_cuda.py", os.path.join("cmake", "torch_query.py")]
 )
 
 
