@@ -1,6 +1,7 @@
 // Device queries, memory helpers and error text for the GPU library (no kernels here).
 #include <cstdio>
 
+#include "causal_conv1d/arch_check.h"
 #include "causal_conv1d/gpu.h"
 #include "causal_conv1d/gpu_runtime.h"
 

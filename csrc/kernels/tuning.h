@@ -17,7 +17,7 @@
 // backward adds its warps' dweight/dbias sums there once per block (at most 3.8 KB).
 #pragma once
 
-#include "causal_conv1d/arch_check.h"
+#include "causal_conv1d/device_desc.h"
 #include "causal_conv1d/gpu_runtime.h"
 
 namespace causal_conv1d::gpu {

@@ -9,7 +9,7 @@
 
 #include <cstddef>
 
-#include "causal_conv1d/arch_check.h"
+#include "causal_conv1d/device_desc.h"
 #include "causal_conv1d/params.h"
 #include "causal_conv1d/serving.h"
 #include "causal_conv1d/status.h"
