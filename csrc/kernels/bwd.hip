@@ -5,7 +5,8 @@
 // (channel-first) or a block's time range (channel-last) of one batch row. Default mode adds the
 // partials with float atomics; deterministic mode stores them in a workspace of slots x dim x
 // (W + 1) floats that bwd_reduce_kernel sums in a fixed order. The slot count comes from the
-// layout's grid function, the one the launcher uses: the workspace always fits the kernel.
+// layout's grid function, the one the launcher uses: the workspace always fits the kernel. The
+// channel-first seq_idx kernels keep their masks in the same workspace, after the partials.
 #include <algorithm>
 
 #include "bwd_common.h"
@@ -48,20 +49,27 @@ int64_t bwd_slots(const BwdParams& p, const DeviceDesc& dev) {
   return p.f.channel_last ? bwd_cl_grid(p, dev).slots : bwd_cf_grid(p, dev).slots;
 }
 
+// Workspace floats: the channel-first grid says (partials and seq_idx masks); channel-last needs
+// the partials only.
+int64_t bwd_workspace(const BwdParams& p, const DeviceDesc& dev) {
+  if (!p.f.channel_last) return bwd_cf_grid(p, dev).workspace_elems;
+  return p.deterministic ? bwd_cl_grid(p, dev).slots * p.f.dim * (p.f.width + 1) : 0;
+}
+
 }  // namespace
 
 int bwd_workspace_elems(const BwdParams& p, const DeviceDesc& dev, int64_t* elems) {
   *elems = 0;
-  if (!p.deterministic || p.f.batch == 0 || p.f.dim == 0) return kSuccess;
+  if (p.f.batch == 0 || p.f.dim == 0) return kSuccess;
   if (p.f.width < kMinWidth || p.f.width > kMaxWidth) return kErrUnsupportedWidth;
-  *elems = bwd_slots(p, dev) * p.f.dim * (p.f.width + 1);
+  *elems = bwd_workspace(p, dev);
   return kSuccess;
 }
 
 int launch_bwd(const BwdParams& p, const DeviceDesc& dev, void* stream) {
   const FwdParams& f = p.f;
   if (f.batch == 0 || f.dim == 0) return kSuccess;
-  if (p.deterministic && p.workspace == nullptr) return kErrInvalidParams;
+  if (p.workspace == nullptr && bwd_workspace(p, dev) > 0) return kErrInvalidParams;
   const auto s = static_cast<Stream>(stream);
   const int status = f.channel_last ? launch_bwd_channel_last(p, dev, s) : launch_bwd_channel_first(p, dev, s);
   if (status != kSuccess || !p.deterministic) return status;

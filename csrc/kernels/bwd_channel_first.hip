@@ -2,7 +2,7 @@
 // ring. The formulas are in bwd_common.h.
 //
 // Data ownership: as in the forward (fwd_channel_first.hip), every (batch, channel) row is cut into
-// vectors of kV elements (16 bytes, 8 with seq_idx) starting m elements before the row (m: the row's misalignment), and
+// vectors of kV elements (16 bytes) starting m elements before the row (m: the row's misalignment), and
 // a warp owns a strip of `iters` warp-rows of that grid: in iteration i lane l holds vector (strip start + i *
 // kWarpSize + l) of x, dout and dx. Warps are independent (no shared memory, no barriers); a block is tuning-table
 // `threads` / kWarpSize strips.
@@ -25,6 +25,13 @@
 // dinitial_states: the strip holding position 0 walks one more iteration (positions < 0, where
 // dout is 0 and x is initial_states) and stores its dx at positions -(W-1) .. -1 there.
 //
+// seq_idx: a kernel before the walk (bwd_cf_seq_mask_kernel) turns each batch row's ids into one
+// byte a position (kSeqPadBit below says what it holds) in the workspace, read beside the data
+// vectors. The ids themselves (4 bytes a position, plus those of the x halo) held next to 16-byte
+// vectors made the kernel spill; a byte a position needs no halo of its own (it already says which
+// positions before it share its sequence) and a quarter of the registers. An iteration that lies
+// inside one sequence (most of them) is computed as without seq_idx, after one warp vote.
+//
 // The hot loop has no edge code: the iterations whose vectors are all whole (for every lane, so the
 // choice is warp-uniform around the shuffles) run with the ring and plain vector accesses; the few
 // others (a row's first and last vectors, the dinitial_states iteration, vectors that dfinal_states
@@ -40,12 +47,41 @@ namespace causal_conv1d::gpu {
 
 namespace {
 
-// Elements per vector on the vector path (1 otherwise), from x's element size: 16 bytes; 8 with
-// seq_idx, whose ids (4 bytes each) sit beside the data in registers (with 16 bytes the seq_idx
-// kernels spill on gfx1201 and gfx942). 4 elements for 16-bit types was measured slower on the
-// H200 than 8 (44% of copy against 55% at the same occupancy, bf16 (8, 4096, 4096)). It names the
-// kernel instantiation the host launches, so it cannot differ between arch families.
-__host__ __device__ constexpr int bwd_cf_vec(int esize, bool seq_idx) { return (seq_idx ? 8 : 16) / esize; }
+// Elements per vector on the vector path (1 otherwise), from x's element size: 16 bytes. 4
+// elements for 16-bit types was measured slower on the H200 than 8 (44% of copy against 55% at the
+// same occupancy, bf16 (8, 4096, 4096)). It names the kernel instantiation the host launches, so it
+// cannot differ between arch families.
+__host__ __device__ constexpr int bwd_cf_vec(int esize) { return 16 / esize; }
+
+// The seq_idx mask of position q of a batch row, one byte: bit j (j < kMaxWidth - 1) is set when
+// position q - 1 - j is in the row and has q's id; bit 7 when q is a padding token (id < 0: its
+// output is constant, its dy 0). So x[q - 1 - j] is a tap of y[q] iff bit j of mask(q), and dy[q]
+// reaches dx[q - 1 - j] iff the same bit: both tests need only the mask of the output position.
+constexpr uint32_t kSeqPadBit = 0x80u;
+static_assert(kMaxWidth - 1 < 7, "the same-sequence bits must stay below the padding bit");
+
+// masks[b * mask_row + q] for q < mask_row (0 past L): one thread writes 4 positions (one word).
+__global__ void __launch_bounds__(bwd_seq_mask_tuning(kTargetFamily).threads)
+    bwd_cf_seq_mask_kernel(const int32_t* seq, int64_t seq_batch_stride, int64_t seq_l_stride, int64_t L,
+                           int64_t mask_row, uint32_t* masks, int64_t words) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= words) return;
+  const int64_t b = i / (mask_row / 4), q0 = (i - b * (mask_row / 4)) * 4;
+  const int32_t* row = seq + b * seq_batch_stride;
+  auto id_at = [&](int64_t q) { return row[q * seq_l_stride]; };
+  uint32_t w = 0;
+  for (int e = 0; e < 4; ++e) {
+    const int64_t q = q0 + e;
+    if (q >= L) break;
+    const int32_t id = id_at(q);
+    uint32_t m = id < 0 ? kSeqPadBit : 0u;
+    for (int j = 0; j < kMaxWidth - 1; ++j) {
+      if (q - 1 - j >= 0 && id_at(q - 1 - j) == id) m |= 1u << j;
+    }
+    w |= m << (8 * e);
+  }
+  masks[i] = w;
+}
 
 // dx of a vector that is not one whole store: positions outside [0, L) are dropped except
 // -(W-1) .. -1, which are dinitial_states (when asked for); dfinal_states adds to the last W-1
@@ -77,8 +113,11 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
 #endif
   constexpr int kHalo = kWidth - 1;
   constexpr int kStep = kWarpSize * kV;  // elements per warp iteration
-  constexpr int kIds = kSeqIdx ? kV : 1;
-  constexpr int kHIds = kSeqIdx ? kHalo : 1;
+  // seq_idx masks: kV bytes in words (byte e of a vector: word e / 4, bits 8 (e % 4) ..); the dy
+  // halo's masks come from the next lane: one word when they are all in its first word (kV >= kHalo),
+  // else one word a halo element (the element path).
+  constexpr int kMWords = (kV + 3) / 4;
+  constexpr int kMHalo = kV >= kHalo ? 1 : kHalo;
   // Lanes whose x halo reaches past the previous lane's vector: they load it from memory.
   constexpr int kDMax = (kHalo + kV - 1) / kV;
   static_assert(kTune.threads % kWarpSize == 0, "a block must consist of whole warps");
@@ -94,7 +133,8 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   const T* x = static_cast<const T*>(f.x) + int64_t(b) * f.x_batch_stride + int64_t(c) * f.x_c_stride;
   const T* dout = static_cast<const T*>(p.dout) + int64_t(b) * p.dout_batch_stride + int64_t(c) * p.dout_c_stride;
   T* dx = static_cast<T*>(p.dx) + int64_t(b) * p.dx_batch_stride + int64_t(c) * p.dx_c_stride;
-  const int32_t* seq = kSeqIdx ? f.seq_idx + int64_t(b) * f.seq_idx_batch_stride : nullptr;
+  const uint8_t* masks =
+      kSeqIdx ? reinterpret_cast<const uint8_t*>(p.workspace + g.mask_offset) + int64_t(b) * g.mask_row : nullptr;
   // The states' rows, used only on the edge paths (computed there from the params, so no register
   // holds them across the walk). seq_idx never comes with states (the torch layer rejects it).
   auto init_row = [&]() -> const T* {
@@ -104,9 +144,12 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   const bool want_dinit = !kSeqIdx && p.dinitial_states != nullptr;
   const bool want_dfin = !kSeqIdx && p.dfinal_states != nullptr;
   auto input = [&](int64_t q) { return row_input<T, kHalo>(x, L, init_row(), f.init_l_stride, q); };
-  auto seq_at = [&](int64_t q) -> int32_t { return q >= 0 && q < L ? seq[q * f.seq_idx_l_stride] : -1; };
+  auto mask_at = [&](int64_t q) -> uint32_t { return q >= 0 && q < L ? masks[q] : 0u; };
 
   const int m = misalignment<T, kV>(x);
+  // Where a vector's masks start in the kV-aligned pair of mask vectors the fast range loads (the
+  // masks of a batch row start aligned; its data rows may not).
+  const int mo = (kV - m) % kV;
   const int64_t row_vecs = (L + m + kV - 1) / kV;
   const int64_t vec0 = int64_t(strip) * g.iters * kWarpSize;           // the strip's first vector
   const int64_t left = (row_vecs - vec0 + kWarpSize - 1) / kWarpSize;  // iterations left in the row
@@ -138,26 +181,29 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   // What one iteration loads: x and dout vectors, the x halo of lanes < kDMax (element i at
   // position q0 - kHalo + i; kept as loaded until the iteration is computed: converting or
   // packing it at load time would make the warp wait for the load there, defeating the ring),
-  // and seq ids.
+  // and the seq_idx masks of the vector.
   struct Slot {
     Packed<T, kV> x, g;
     T hx[kHalo];
-    int32_t ids[kIds], hids[kHIds];
+    uint32_t mk[2][kMWords];  // the fast range: 2 kV bytes from q0 - mo; the edge paths: kV from q0
   };
-  // The ids of the vector at q0 (and of the halo, lanes < kDMax); `full`: the vector is whole.
-  auto load_ids = [&](Slot& s, int64_t q0, bool full) {
-    if constexpr (kSeqIdx) {
-      bool done = false;
-      if constexpr (kV == 4 || kV == 2) {
-        if (full && g.seq_vec) {  // the ids of a whole vector: one 16- or 8-byte access
-          uint32_t words[kV];
-          load_run<4 * kV>(seq + q0, words);
-          static_for<kV>([&](auto e) { s.ids[e] = int32_t(words[e]); });
-          done = true;
-        }
-      }
-      if (!done) static_for<kV>([&](auto e) { s.ids[e] = seq_at(q0 + e); });
-      static_for<kHalo>([&](auto i) { s.hids[i] = lane < kDMax ? seq_at(q0 - kHalo + i) : -1; });
+  // The masks of the vector at q0: on the fast range (vector path) the two aligned mask vectors
+  // holding them, so that the load needs no alignment of the data row (process extracts them);
+  // else element by element.
+  auto load_masks = [&](Slot& s, int64_t q0, auto fast) {
+    auto bytewise = [&] {
+      static_for<kMWords>([&](auto j) { s.mk[0][j] = 0; });
+      static_for<kV>([&](auto e) { s.mk[0][e / 4] |= mask_at(q0 + e) << (8 * (e % 4)); });
+    };
+    if constexpr (!kSeqIdx) {
+      return;
+    } else if constexpr (kV < 4) {
+      bytewise();
+    } else if constexpr (decltype(fast)::value) {
+      load_run<kV>(masks + q0 - mo, s.mk[0]);
+      load_run<kV>(masks + q0 - mo + kV, s.mk[1]);
+    } else {
+      bytewise();
     }
   };
   // Any iteration, element by element where a vector is not whole.
@@ -172,7 +218,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
       s.g = load_edge<T, kV, kHalo>(dout, L, nullptr, 0, q0);
     }
     static_for<kHalo>([&](auto i) { s.hx[i] = lane < kDMax ? input(q0 - kHalo + i) : T{}; });
-    load_ids(s, q0, full);
+    load_masks(s, q0, BoolC<false>{});
   };
   // An iteration of the fast range: every vector whole; the halo inside the row, or before an
   // aligned row without initial states (zeros).
@@ -186,28 +232,32 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
         if (q0 - kHalo + i >= 0) s.hx[i] = x[q0 - kHalo + i];
       });
     }
-    load_ids(s, q0, true);
+    load_masks(s, q0, BoolC<true>{});
   };
 
   // The dy halo after each lane's vector: element i (position q0 + kV + i) is element i % kV of
   // the lane kD = i / kV + 1 ahead; lanes past the warp's end take it from carry[i], what they
   // received in the previous iteration. Before the walk: the dy just past the strip, from memory.
+  // The masks of the same positions: carry_mk[0] byte i (kV >= kHalo: the next lane's first
+  // word), else carry_mk[i].
   float carry[kHalo];
-  int32_t carry_id[kHIds];
+  uint32_t carry_mk[kMHalo] = {};
   static_for<kHalo>([&](auto i) {
     constexpr int kD = decltype(i)::value / kV + 1;
     carry[i] = 0.0f;
-    if constexpr (kSeqIdx) carry_id[i] = -1;
     const int64_t q = qbase + int64_t(it_hi) * kStep + kV + i;
+    if constexpr (kSeqIdx) carry_mk[kMHalo == 1 ? 0 : i] |= mask_at(q) << (kMHalo == 1 ? 8 * i : 0);
     if (lane + kD >= kWarpSize && q >= 0 && q < L) {
-      const int32_t id = kSeqIdx ? seq_at(q) : 0;
+      const uint32_t mq = kSeqIdx ? mask_at(q) : 0u;
       float xs[kWidth];
       static_for<kWidth>([&](auto k) {
-        const int64_t s = q - kHalo + k;
-        xs[k] = kSeqIdx && seq_at(s) != id ? 0.0f : to_float(input(s));
+        constexpr int kBack = kHalo - decltype(k)::value;  // taps before q: kept iff bit kBack - 1
+        xs[k] = to_float(input(q - kBack));
+        if constexpr (kSeqIdx && kBack > 0) {
+          if (!((mq >> (kBack - 1)) & 1u)) xs[k] = 0.0f;
+        }
       });
-      carry[i] = kSeqIdx && id < 0 ? 0.0f : dy_from(to_float(dout[q]), xs);
-      if constexpr (kSeqIdx) carry_id[i] = id;
+      carry[i] = kSeqIdx && (mq & kSeqPadBit) ? 0.0f : dy_from(to_float(dout[q]), xs);
     }
   });
 
@@ -215,11 +265,14 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   // kEdge: the iteration's dx may not be one whole store (store_dx_edge takes floats); a separate
   // instantiation, so the fast path holds only the packed result. The choice is warp-uniform
   // (the shuffles inside need every lane).
-  auto process = [&](auto edge, int it, const Slot& cur) CC_INLINE_LAMBDA {
+  // kMasked: seq_idx masks applied (a kSeqIdx kernel's iterations that cross no sequence boundary
+  // and hold no padding token skip them); mw: the masks of the own positions.
+  // (mw is taken as `const auto&`: spelled as an array reference, it crashes nvcc 13's front end.)
+  auto compute = [&](auto edge, auto masked, int it, const Slot& cur, const auto& mw) CC_INLINE_LAMBDA {
     constexpr bool kEdge = decltype(edge)::value;
+    constexpr bool kMasked = decltype(masked)::value;
     // The x halo (positions q0 - kHalo .. q0 - 1): from the lane kD back, or loaded (lanes < kD).
     float hal[kHalo];
-    int32_t hid[kHIds];
     static_for<kHalo>([&](auto i) {
       constexpr int kBack = kHalo - decltype(i)::value;
       constexpr int kD = (kBack + kV - 1) / kV;
@@ -227,15 +280,10 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
       constexpr int kPer = Packed<T, kV>::kPerWord;
       const uint32_t got = shfl_up(cur.x.w[kSrc / kPer], kD, kWarpSize);
       hal[i] = lane < kD ? to_float(cur.hx[i]) : word_elem<T, kSrc % kPer>(got);
-      if constexpr (kSeqIdx) {
-        const int32_t got_id = shfl_up(cur.ids[kSrc], kD, kWarpSize);
-        hid[i] = lane < kD ? cur.hids[i] : got_id;
-      }
     });
-    float dy[kV], dya[kHalo];  // dy at the own positions and at the kHalo after them
-    int32_t ida[kHIds];
-    // x and seq id at position q0 + r, r in [-kHalo, kV + kHalo) (ids past the vector: after the
-    // dy halo is known).
+    float dy[kV], dya[kHalo];   // dy at the own positions and at the kHalo after them
+    uint32_t mka[kMHalo] = {};  // the masks of the kHalo positions after them (as carry_mk)
+    // x at position q0 + r, r in [-kHalo, kV).
     auto xat = [&](auto r) -> float {
       constexpr int kR = decltype(r)::value;
       if constexpr (kR < 0) {
@@ -244,14 +292,16 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
         return packed_elem<T, kR>(cur.x);
       }
     };
-    auto idat = [&](auto r) -> int32_t {
-      constexpr int kR = decltype(r)::value;
-      if constexpr (kR < 0) {
-        return hid[kR + kHalo];
-      } else if constexpr (kR < kV) {
-        return cur.ids[kR];
+    // Bit kBit of the mask of position q0 + r, r in [0, kV + kHalo) (past the vector: after the dy
+    // halo is known).
+    auto mbit = [&](auto r, auto bit) -> bool {
+      constexpr int kR = decltype(r)::value, kBit = decltype(bit)::value;
+      if constexpr (kR < kV) {
+        return (mw[kR / 4] >> (8 * (kR % 4) + kBit)) & 1u;
+      } else if constexpr (kMHalo == 1) {
+        return (mka[0] >> (8 * (kR - kV) + kBit)) & 1u;
       } else {
-        return ida[kR - kV];
+        return (mka[kR - kV] >> kBit) & 1u;
       }
     };
     // dy at own position e, and its dweight/dbias terms.
@@ -260,14 +310,15 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
       float xs[kWidth];
       static_for<kWidth>([&](auto k) {
         constexpr int kR = kE - kHalo + decltype(k)::value;
+        constexpr int kBack = kE - kR;  // a tap kBack positions before: kept iff bit kBack - 1
         xs[k] = xat(Idx<kR>{});
-        if constexpr (kSeqIdx) {
-          if (idat(Idx<kR>{}) != idat(Idx<kE>{})) xs[k] = 0.0f;
+        if constexpr (kMasked && kBack > 0) {
+          if (!mbit(Idx<kE>{}, Idx<kBack - 1>{})) xs[k] = 0.0f;
         }
       });
       float d = dy_from(packed_elem<T, kE>(cur.g), xs);
-      if constexpr (kSeqIdx) {
-        if (idat(Idx<kE>{}) < 0) d = 0.0f;  // padding token: constant output
+      if constexpr (kMasked) {
+        if (mbit(Idx<kE>{}, Idx<7>{})) d = 0.0f;  // padding token (kSeqPadBit): constant output
       }
       dy[kE] = d;
       acc[kWidth] += d;
@@ -287,8 +338,8 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
         } else {
           d = dya[kJ - kV];
         }
-        if constexpr (kSeqIdx) {
-          if (idat(Idx<kJ>{}) != idat(Idx<kE>{})) d = 0.0f;
+        if constexpr (kMasked && kJ > kE) {  // dy[kJ] reaches back kJ - kE positions
+          if (!mbit(Idx<kJ>{}, Idx<kJ - kE - 1>{})) d = 0.0f;
         }
         sum = fmaf(w[k], d, sum);
       });
@@ -312,10 +363,12 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
       const float got = shfl(dy[kSrc], src_lane, kWarpSize);
       dya[i] = wrap ? carry[i] : got;
       carry[i] = got;
-      if constexpr (kSeqIdx) {
-        const int32_t got_id = shfl(cur.ids[kSrc], src_lane, kWarpSize);
-        ida[i] = wrap ? carry_id[i] : got_id;
-        carry_id[i] = got_id;
+      // Their masks: the next lane's first word (kV >= kHalo), or byte kSrc of the lane kD ahead.
+      if constexpr (kSeqIdx && (kMHalo > 1 || decltype(i)::value == 0)) {
+        constexpr int kM = kMHalo == 1 ? 0 : decltype(i)::value;
+        const uint32_t got_mk = shfl(mw[kSrc / 4], src_lane, kWarpSize) >> (kMHalo == 1 ? 0 : 8 * (kSrc % 4));
+        mka[kM] = wrap ? carry_mk[kM] : got_mk;
+        carry_mk[kM] = got_mk;
       }
     });
     static_for<kV - kFirst>([&](auto j) {
@@ -344,6 +397,49 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
                                       int64_t(c) * p.dfinal_c_stride
                                 : nullptr;
       store_dx_edge<T, kV, kHalo>(dx, dinit, p.dinit_l_stride, dfin, p.dfinal_l_stride, L, q0, ov);
+    }
+  };
+  // An iteration: its masks taken out of the slot, then computed; with seq_idx, without the masks
+  // when the whole warp's iteration lies inside one sequence (no padding token, every position's
+  // kHalo taps and dy halo in its sequence, the carried halo included): the common case, at the
+  // plain kernel's cost. The choice is warp-uniform (the shuffles need every lane).
+  auto process = [&](auto edge, int it, const Slot& cur) CC_INLINE_LAMBDA {
+    [[maybe_unused]] constexpr bool kEdge = decltype(edge)::value;
+    uint32_t mw[kMWords] = {};
+    if constexpr (!kSeqIdx) {
+      compute(edge, BoolC<false>{}, it, cur, mw);
+    } else {
+      if constexpr (kV < 4) {
+        mw[0] = cur.mk[0][0];
+      } else if constexpr (kEdge) {
+        static_for<kMWords>([&](auto j) { mw[j] = cur.mk[0][j]; });
+      } else if constexpr (kV == 4) {
+        const uint32_t lo = cur.mk[0][0], hi = cur.mk[1][0];
+        mw[0] = mo == 0 ? lo : (lo >> (8 * mo)) | (hi << (32 - 8 * mo));
+      } else {
+        static_assert(kV == 8, "mask vectors of 4 or 8 bytes");
+        const uint64_t lo = cur.mk[0][0] | uint64_t(cur.mk[0][1]) << 32;
+        const uint64_t hi = cur.mk[1][0] | uint64_t(cur.mk[1][1]) << 32;
+        const uint64_t v = mo == 0 ? lo : (lo >> (8 * mo)) | (hi << (64 - 8 * mo));
+        mw[0] = uint32_t(v), mw[1] = uint32_t(v >> 32);
+      }
+      if constexpr (!kEdge) {
+        // A clean mask: every tap bit set, not padding.
+        constexpr uint32_t kTest = kSeqPadBit | ((1u << kHalo) - 1), kWant = (1u << kHalo) - 1;
+        constexpr uint32_t kBytes = kV >= 4 ? 0x01010101u : 1u;
+        bool clean = true;
+        static_for<kMWords>([&](auto j) { clean &= (mw[j] & kTest * kBytes) == kWant * kBytes; });
+        static_for<kHalo>([&](auto i) {
+          constexpr int kD = decltype(i)::value / kV + 1;
+          const uint32_t carried = kMHalo == 1 ? carry_mk[0] >> (8 * i) : carry_mk[kMHalo == 1 ? 0 : i];
+          if (lane + kD >= kWarpSize) clean &= (carried & kTest) == kWant;
+        });
+        if (warp_all(clean)) {
+          compute(edge, BoolC<false>{}, it, cur, mw);
+          return;
+        }
+      }
+      compute(edge, BoolC<true>{}, it, cur, mw);
     }
   };
 
@@ -418,7 +514,7 @@ BwdCfGrid bwd_cf_grid(const BwdParams& p, const DeviceDesc& dev) {
   const bool seq = f.seq_idx != nullptr;
   // Vectors (bwd_cf_vec) when x, dout and dx rows share their alignment (one peel fits all
   // three).
-  const int kv_full = bwd_cf_vec(es, seq);
+  const int kv_full = bwd_cf_vec(es);
   const bool vec =
       same_vector_phase(f.x, p.dout, es, kv_full, {f.x_batch_stride, f.x_c_stride},
                         {p.dout_batch_stride, p.dout_c_stride}) &&
@@ -428,9 +524,6 @@ BwdCfGrid bwd_cf_grid(const BwdParams& p, const DeviceDesc& dev) {
   // Every row starts aligned: no row needs the extra peeled vector.
   g.aligned = vec && reinterpret_cast<uintptr_t>(f.x) % (kv_full * es) == 0 && multiple_of(f.x_batch_stride, kv_full) &&
               multiple_of(f.x_c_stride, kv_full);
-  // seq_idx in vectors (kv ids, 4 bytes each): unit stride, every row's ids aligned like its data.
-  g.seq_vec = seq && g.kv > 1 && g.aligned && f.seq_idx_l_stride == 1 &&
-              reinterpret_cast<uintptr_t>(f.seq_idx) % (4 * g.kv) == 0 && multiple_of(f.seq_idx_batch_stride, g.kv);
   // Strips: as few as cover a row with at most max_iters iterations each, balanced.
   const int wave = dev.wave_size;
   const int64_t span = f.seqlen + (g.kv > 1 && !g.aligned ? g.kv - 1 : 0);
@@ -445,6 +538,13 @@ BwdCfGrid bwd_cf_grid(const BwdParams& p, const DeviceDesc& dev) {
   g.iters = static_cast<int32_t>((iters_needed + strips_per_row - 1) / strips_per_row);
   g.blocks = (total + warps_per_block - 1) / warps_per_block;
   g.slots = f.batch * strips_per_row;
+  // The workspace: the partials (deterministic mode), then the seq_idx masks, 16-byte aligned.
+  const int64_t partials = p.deterministic ? g.slots * f.dim * (f.width + 1) : 0;
+  g.mask_offset = (partials + 3) / 4 * 4;
+  // A row's masks with room for the fast range's last pair of mask vectors (up to 8 bytes past
+  // seqlen when the data rows are misaligned), in whole 16-byte lines.
+  g.mask_row = seq ? (f.seqlen + 8 + 15) / 16 * 16 : 0;
+  g.workspace_elems = seq ? g.mask_offset + f.batch * g.mask_row / 4 : partials;
   return g;
 }
 
@@ -453,11 +553,19 @@ int launch_bwd_channel_first(const BwdParams& p, const DeviceDesc& dev, Stream s
   const BwdCfTuning tune = bwd_cf_tuning(dev.family);
   const BwdCfGrid g = bwd_cf_grid(p, dev);
   if (int64_t(f.batch) * f.dim * g.strips_per_row > INT_MAX || f.dim > UINT32_MAX) return kErrInvalidParams;
+  if (f.seq_idx != nullptr) {
+    const int threads = bwd_seq_mask_tuning(dev.family).threads;
+    const int64_t words = f.batch * g.mask_row / 4;
+    bwd_cf_seq_mask_kernel<<<static_cast<unsigned>((words + threads - 1) / threads), threads, 0, stream>>>(
+        f.seq_idx, f.seq_idx_batch_stride, f.seq_idx_l_stride, f.seqlen, g.mask_row,
+        reinterpret_cast<uint32_t*>(p.workspace + g.mask_offset), words);
+    if (const int status = launch_status(); status != kSuccess) return status;
+  }
   return dispatch_dtype(f.x_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return dispatch_bool(f.seq_idx != nullptr, [&](auto Q) {
       constexpr bool kSeqIdx = decltype(Q)::value;
-      constexpr int kVFull = bwd_cf_vec(int(sizeof(T)), kSeqIdx);
+      constexpr int kVFull = bwd_cf_vec(int(sizeof(T)));
       return dispatch_width(f.width, [&](auto W) {
         return dispatch_bool(g.kv > 1, [&](auto V) {
           constexpr int kV = decltype(V)::value ? kVFull : 1;

@@ -53,13 +53,15 @@ __device__ __forceinline__ void emit_partial(const BwdParams& p, int64_t slot, i
 struct BwdCfGrid {
   int kv;                   // elements per vector (1: the element path)
   bool aligned;             // every row starts on a vector boundary (no peeled first vector)
-  bool seq_vec;             // seq_idx rows can be read as vectors beside the data's
   uint32_t dim;             // rows are (batch, channel): row = b * dim + c
   uint32_t strips_per_row;  // strips of one row; partial slot of strip s of batch b: b * strips_per_row + s
   uint32_t total_strips;    // batch * dim * strips_per_row
   int32_t iters;            // warp iterations per strip (a row's last strip may have fewer)
   int64_t blocks;           // grid size
   int64_t slots;            // dweight/dbias partials per channel: batch * strips_per_row
+  int64_t mask_offset;      // workspace floats before the seq_idx masks (the partials, rounded up)
+  int64_t mask_row;         // seq_idx mask bytes per batch row (seqlen rounded up to 16; 0 without)
+  int64_t workspace_elems;  // workspace floats: the partials (deterministic mode) and the masks
 };
 BwdCfGrid bwd_cf_grid(const BwdParams& p, const DeviceDesc& dev);
 int launch_bwd_channel_first(const BwdParams& p, const DeviceDesc& dev, Stream stream);

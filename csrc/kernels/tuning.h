@@ -116,7 +116,7 @@ __host__ __device__ constexpr FwdClTuning fwd_cl_tuning(ArchFamily f) {
 }
 
 // Backward, channel-first (bwd_channel_first.hip): each warp walks a strip of one row backwards,
-// one vector of x and of dout per lane per iteration (16 bytes; 8 with seq_idx), `ring`
+// one vector of x and of dout per lane per iteration (16 bytes), `ring`
 // iterations loaded ahead of the one computed; dweight/dbias stay in registers over the strip.
 struct BwdCfTuning {
   int threads;        // block size: whole warps, each an independent strip
@@ -139,7 +139,11 @@ __host__ __device__ constexpr BwdCfTuning bwd_cf_tuning(ArchFamily f) {
     // strip (8192 bf16 elements) against 16: +3.5 points at L = 8192 and 16384 (a strip pays
     // one ring fill, one weight load and one partial; the recomputed dy past its end is 3 of
     // 8192). (8, 4096, 4096): 79.6% of copy; (4, 5376, 8192): 83.7%; (1, 8192, 16384): 80.7%.
-    case ArchFamily::kNvidia: return {128, 7, 7, 32, 1, 2, false};
+    // The seq_idx kernels (16-byte vectors, a mask byte a position beside them, and a second
+    // computation without the masks that most iterations take) run 5 blocks (96 registers):
+    // at (8, 4096, 4096) with 8 sequences a row, 303 us against 327 at 6 blocks in one run, 333
+    // at 6 against 361 at 7 in another.
+    case ArchFamily::kNvidia: return {128, 7, 5, 32, 1, 2, false};
     // RDNA: ~10 KB per CU. 9 waves/SIMD (<= 168 VGPRs: at 10 one 16-bit kernel spills a few) x 2
     // SIMDs x 32 lanes x 2 x 32 B = 36 KB. Nontemporal dx stores keep x's halo lines (re-read by
     // the next strip) in the Infinity Cache. 32 iterations a strip for the per-strip costs
@@ -150,7 +154,7 @@ __host__ __device__ constexpr BwdCfTuning bwd_cf_tuning(ArchFamily f) {
     // 3 waves x 4 SIMDs x 64 lanes x 2 x 32 B = 48 KB per CU against the ~30-40 KB needed.
     case ArchFamily::kCdna: return {128, 3, 3, 32, 1, 0, true};
   }
-  return {128, 7, 7, 32, 1, 2, false};
+  return {128, 7, 5, 32, 1, 2, false};
 }
 
 // Backward, channel-last (bwd_channel_last.hip): a thread owns 8 bytes of channels and walks
@@ -211,6 +215,17 @@ struct BwdReduceTuning {
 };
 
 __host__ __device__ constexpr BwdReduceTuning bwd_reduce_tuning(ArchFamily) { return {32, 8}; }
+
+// Channel-first backward with seq_idx: the kernel that turns each batch row's ids into a byte a
+// position (bwd_channel_first.hip) before the main kernel. A thread writes one 4-byte word of
+// masks; its ids (7 a word, re-read by neighbours) are batch x seqlen x 4 bytes, 1/(2 dim) or less
+// of the backward's bytes, and mostly L2 hits: fixed geometry, 256 threads (8 wave32 / 4 wave64
+// waves) so that a batch row of 4096 positions is 4 blocks.
+struct BwdSeqMaskTuning {
+  int threads;
+};
+
+__host__ __device__ constexpr BwdSeqMaskTuning bwd_seq_mask_tuning(ArchFamily) { return {256}; }
 
 // Decode update (update.hip, the single-token kernel): one batch row per block row, `threads`
 // threads each owning 4 bytes of channels (2 of 16-bit, 1 of fp32).

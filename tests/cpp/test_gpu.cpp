@@ -185,16 +185,18 @@ std::vector<BwdGpuParam> gpu_bwd_cases() {
     v.push_back({c, true});
   }
   // The kernels' own edges. Channel-first: row lengths with every tail modulo the vector (8 or 4
-  // elements; 4 or 2 with seq_idx), rows of one warp iteration, rows of several strips (a strip is
-  // 16 warp iterations: 4096 bf16 elements) so that strips end mid-row and recompute the dy past
-  // their end, with states (dinitial_states from the extra iteration, dfinal_states on the last
-  // vectors) and with seq_idx (ids of lengths 1, 2, 3, ... and padding every 11th position cross
-  // every lane, iteration and strip edge), in both modes.
-  for (int64_t L : {1, 2, 3, 5, 7, 9, 255, 257, 4095, 4097, 5000, 9000})
+  // elements), rows of one warp iteration, rows of several strips (a strip is 32 warp iterations:
+  // 8192 bf16 elements) so that strips end mid-row and recompute the dy past their end, with
+  // states (dinitial_states from the extra iteration, dfinal_states on the last vectors) and with
+  // seq_idx at widths 2-4 (ids of lengths 1, 2, 3, ... and padding every 11th position cross every
+  // lane, iteration and strip edge; rows of odd lengths start misaligned, so the masks' pairs of
+  // vectors are taken apart at every offset), in both modes.
+  for (int64_t L : {1, 2, 3, 5, 7, 9, 255, 257, 4095, 4097, 5000, 9000, 17000})
     for (DType t : {DType::kBFloat16, DType::kFloat32}) {
       const int64_t dim = L > 4096 ? 2 : 3;
       v.push_back({{t, DType::kFloat32, 4, false, true, true, L % 2 == 0, false, 2, dim, L}, L % 3 == 0});
       v.push_back({{t, DType::kFloat32, 3, false, true, true, false, true, 2, dim, L}, L % 3 == 1});
+      v.push_back({{t, DType::kFloat32, L % 2 == 0 ? 4 : 2, false, true, true, false, true, 2, dim, L}, L % 3 == 2});
     }
   // Channel-last: dims not divisible by the channel vector (2 of 16-bit), time ranges of 64 steps,
   // 4 to a block, so rows of 100 and 1100 steps end mid-range and mid-block; states and seq_idx.

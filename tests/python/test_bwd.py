@@ -109,6 +109,29 @@ def test_grads_seq_idx_padding_tokens(device, xtype, width, channel_last):
     assert torch.all(dx.transpose(1, 2)[seq_idx < 0] == 0), "dx is exactly 0 at padding tokens"
 
 
+@pytest.mark.parametrize("seqlen", [4109, 8192])
+@pytest.mark.parametrize("channel_last", LAYOUTS, ids=LAYOUT_IDS)
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("xtype", [torch.bfloat16, torch.float32], ids=dtype_id)
+def test_grads_seq_idx_long_sequences(device, xtype, width, channel_last, seqlen):
+    # Sequences of hundreds to thousands of tokens: most warp iterations of the channel-first
+    # kernel lie inside one sequence (computed without the masks), and the boundaries fall on an
+    # iteration's first position (256 bf16 / 128 fp32 elements a warp), one past it (the last
+    # lane's carried dy halo), a lane's first position and mid-vector; a padding run and a padding
+    # tail in the second row. seqlen 4109: rows start misaligned.
+    seq_idx = torch.zeros(2, seqlen, dtype=torch.int32)
+    for cut in (768, 1025, 1288, 1795, 3000):
+        seq_idx[:, cut:] += 1
+    seq_idx[1, 2500:2503] = -7
+    seq_idx[1, seqlen - 40 :] = -1
+    seq_idx = seq_idx.to(device)
+    x = make_x(2, 16, seqlen, xtype, device, channel_last)
+    w = torch.randn(16, width, device=device) * 0.5
+    b = torch.randn(16, device=device)
+    dx = check_grads(x, w, b, seq_idx=seq_idx)
+    assert torch.all(dx.transpose(1, 2)[seq_idx < 0] == 0), "dx is exactly 0 at padding tokens"
+
+
 def test_initial_states_without_grad(device):
     # initial_states that do not require grad get None, and dx is still right.
     x = make_x(1, 8, 30, torch.float32, device, True).requires_grad_()

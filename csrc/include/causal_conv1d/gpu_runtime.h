@@ -80,6 +80,15 @@ __device__ __forceinline__ T shfl_up(T v, unsigned delta, int width) {
 #endif
 }
 
+// True on every lane when `pred` holds on every lane of the warp (all lanes take part).
+__device__ __forceinline__ bool warp_all(bool pred) {
+#if defined(CAUSAL_CONV1D_USE_HIP)
+  return __all(pred);
+#else
+  return __all_sync(0xffffffffu, pred);
+#endif
+}
+
 template <typename T>
 __device__ __forceinline__ T shfl_down(T v, unsigned delta, int width) {
 #if defined(CAUSAL_CONV1D_USE_HIP)

@@ -80,8 +80,8 @@ struct BwdParams {
   int64_t dfinal_batch_stride = 0, dfinal_c_stride = 0, dfinal_l_stride = 0;
   // Bitwise-repeatable dweight/dbias (no atomics on the GPU). The CPU is always deterministic.
   bool deterministic = false;
-  // GPU deterministic mode: float scratch of gpu::bwd_workspace_elems() elements (per-block
-  // partial sums, reduced in a fixed order). Unused otherwise.
+  // GPU: float scratch of gpu::bwd_workspace_elems() elements when that is > 0 (deterministic
+  // mode's per-block partial sums, reduced in a fixed order; channel-first seq_idx's masks).
   float* workspace = nullptr;
 };
 
