@@ -22,8 +22,10 @@
 // registers over the strip: one warp reduction and one partial per strip (atomics, or a workspace
 // slot in deterministic mode, which is what makes that mode cost nothing extra here).
 //
-// dinitial_states: the strip holding position 0 walks one more iteration (positions < 0, where
-// dout is 0 and x is initial_states) and stores its dx at positions -(W-1) .. -1 there.
+// dinitial_states, the dx at positions -(W-1) .. -1 (dout is 0 there, x is initial_states), only
+// reads dy at positions 0 .. W-2: in a row that starts on a vector boundary lane 0 of iteration 0
+// holds them and computes it there. A misaligned row's strip 0 walks one more iteration
+// (positions < 0) instead, its dx stored there.
 //
 // seq_idx: a kernel before the walk (bwd_cf_seq_mask_kernel) turns each batch row's ids into one
 // byte a position (kSeqPadBit below says what it holds) in the workspace, read beside the data
@@ -154,7 +156,10 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   const int64_t vec0 = int64_t(strip) * g.iters * kWarpSize;           // the strip's first vector
   const int64_t left = (row_vecs - vec0 + kWarpSize - 1) / kWarpSize;  // iterations left in the row
   const int n_it = left <= 0 ? 0 : left < g.iters ? int(left) : g.iters;
-  const int it_lo = strip == 0 && want_dinit ? -1 : 0;  // -1: the dinitial_states iteration
+  // dinitial_states: computed by iteration 0 (an edge iteration then) in a row that starts on a
+  // vector boundary, else by an extra iteration -1.
+  const bool dinit_here = strip == 0 && want_dinit && m == 0 && n_it > 0;
+  const int it_lo = strip == 0 && want_dinit && !dinit_here ? -1 : 0;
   const int it_hi = n_it - 1;
   const int64_t qbase = (vec0 + lane) * kV - m;  // this lane's first position
   // Room left in the row after qbase, saturated to 32 bits (a strip spans a few thousand
@@ -397,6 +402,27 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
                                       int64_t(c) * p.dfinal_c_stride
                                 : nullptr;
       store_dx_edge<T, kV, kHalo>(dx, dinit, p.dinit_l_stride, dfin, p.dfinal_l_stride, L, q0, ov);
+      if (dinit_here && it == 0 && lane == 0) {
+        // dinit[i] = dx at q = i - kHalo = sum_k w[k] dy[i - k] (dy at positions < 0 is 0), plus
+        // dfinal_states where q is among the last kHalo positions of [initial_states, x].
+        static_for<kHalo>([&](auto i) {
+          constexpr int kI = decltype(i)::value;
+          float v = 0.0f;
+          static_for<kWidth>([&](auto k) {
+            constexpr int kJ = kI - decltype(k)::value;
+            if constexpr (kJ >= 0) {
+              if constexpr (kJ < kV) {
+                v = fmaf(w[k], dy[kJ], v);
+              } else {
+                v = fmaf(w[k], dya[kJ - kV], v);
+              }
+            }
+          });
+          const int64_t q = kI - kHalo;
+          if (dfin != nullptr && q >= L - kHalo) v += to_float(dfin[(q - (L - kHalo)) * p.dfinal_l_stride]);
+          dinit[kI * p.dinit_l_stride] = from_float<T>(v);
+        });
+      }
     }
   };
   // An iteration: its masks taken out of the slot, then computed; with seq_idx, without the masks
@@ -447,12 +473,13 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   // vector is whole, its dx one store and lane 0's halo inside the row or zeros before it (bounds
   // from lane 0's start and the last lane's room, so the whole warp agrees); it runs with `ring`
   // iterations loaded ahead and no edge code. The iterations above it (a row's last) and below it
-  // (a misaligned row's first, one whose halo is initial_states, the dinitial_states one) run one
+  // (a misaligned row's first, one whose halo is initial_states or that computes dinitial_states,
+  // a misaligned row's dinitial_states one) run one
   // at a time through the edge paths.
   const int64_t qbase0 = vec0 * kV - m;
   const int64_t room_last = L - (qbase0 + int64_t(kWarpSize - 1) * kV) - (want_dfin ? kHalo : 0);
   int hi_fast = room_last < kV ? -1 : int(min((room_last - kV) / kStep, int64_t(it_hi)));
-  int lo_fast = max(qbase0 >= kHalo || (qbase0 == 0 && init_row() == nullptr) ? 0 : 1, it_lo);
+  int lo_fast = max(qbase0 >= kHalo || (qbase0 == 0 && init_row() == nullptr && !dinit_here) ? 0 : 1, it_lo);
   if (lo_fast > hi_fast) lo_fast = it_lo, hi_fast = it_lo - 1;  // no fast range
   auto generic = [&](int from, int to) CC_INLINE_LAMBDA {
     for (int it = from; it >= to; --it) {
