@@ -24,8 +24,9 @@
 //
 // dinitial_states, the dx at positions -(W-1) .. -1 (dout is 0 there, x is initial_states), only
 // reads dy at positions 0 .. W-2: in a row that starts on a vector boundary lane 0 of iteration 0
-// holds them and computes it there. A misaligned row's strip 0 walks one more iteration
-// (positions < 0) instead, its dx stored there.
+// holds them and computes it there (tuning row's dinit_lane0). A misaligned row's strip 0 (and
+// every row where the row says no) walks one more iteration (positions < 0) instead, its dx
+// stored there.
 //
 // seq_idx: a kernel before the walk (bwd_cf_seq_mask_kernel) turns each batch row's ids into one
 // byte a position (kSeqPadBit below says what it holds) in the workspace, read beside the data
@@ -158,7 +159,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   const int n_it = left <= 0 ? 0 : left < g.iters ? int(left) : g.iters;
   // dinitial_states: computed by iteration 0 (an edge iteration then) in a row that starts on a
   // vector boundary, else by an extra iteration -1.
-  const bool dinit_here = strip == 0 && want_dinit && m == 0 && n_it > 0;
+  const bool dinit_here = kTune.dinit_lane0 && strip == 0 && want_dinit && m == 0 && n_it > 0;
   const int it_lo = strip == 0 && want_dinit && !dinit_here ? -1 : 0;
   const int it_hi = n_it - 1;
   const int64_t qbase = (vec0 + lane) * kV - m;  // this lane's first position
@@ -401,10 +402,9 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
       const T* dfin = want_dfin ? static_cast<const T*>(p.dfinal_states) + int64_t(b) * p.dfinal_batch_stride +
                                       int64_t(c) * p.dfinal_c_stride
                                 : nullptr;
-      store_dx_edge<T, kV, kHalo>(dx, dinit, p.dinit_l_stride, dfin, p.dfinal_l_stride, L, q0, ov);
       if (dinit_here && it == 0 && lane == 0) {
-        // dinit[i] = dx at q = i - kHalo = sum_k w[k] dy[i - k] (dy at positions < 0 is 0), plus
-        // dfinal_states where q is among the last kHalo positions of [initial_states, x].
+        // (before the row's dx: dy is then no longer live) dinit[i] = dx at q = i - kHalo = sum_k w[k] dy[i - k] (dy at
+        // positions < 0 is 0), plus dfinal_states where q is among the last kHalo positions of [initial_states, x].
         static_for<kHalo>([&](auto i) {
           constexpr int kI = decltype(i)::value;
           float v = 0.0f;
@@ -423,6 +423,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
           dinit[kI * p.dinit_l_stride] = from_float<T>(v);
         });
       }
+      store_dx_edge<T, kV, kHalo>(dx, dinit, p.dinit_l_stride, dfin, p.dfinal_l_stride, L, q0, ov);
     }
   };
   // An iteration: its masks taken out of the slot, then computed; with seq_idx, without the masks

@@ -128,6 +128,8 @@ struct BwdCfTuning {
   int l2_ahead;       // NVIDIA: iterations past the ring whose x and dout lines are prefetched to
                       // L2 (no registers held; the ring's loads then wait on L2, not DRAM)
   bool nt_store;      // AMD: nontemporal stores for dx (written once, never read back)
+  bool dinit_lane0;   // dinitial_states from iteration 0's lane 0 in aligned rows (see the kernel),
+                      // not from an extra iteration
 };
 
 __host__ __device__ constexpr BwdCfTuning bwd_cf_tuning(ArchFamily f) {
@@ -138,23 +140,25 @@ __host__ __device__ constexpr BwdCfTuning bwd_cf_tuning(ArchFamily f) {
     // prefetch 2 iterations past the ring (no registers held) adds 1-4 points. 32 iterations a
     // strip (8192 bf16 elements) against 16: +3.5 points at L = 8192 and 16384 (a strip pays
     // one ring fill, one weight load and one partial; the recomputed dy past its end is 3 of
-    // 8192). (8, 4096, 4096): 79.6% of copy; (4, 5376, 8192): 83.7%; (1, 8192, 16384): 80.7%.
-    // The seq_idx kernels (16-byte vectors, a mask byte a position beside them, and a second
-    // computation without the masks that most iterations take) run 5 blocks (96 registers):
-    // at (8, 4096, 4096) with 8 sequences a row, 303 us against 327 at 6 blocks in one run, 333
-    // at 6 against 361 at 7 in another.
-    case ArchFamily::kNvidia: return {128, 7, 5, 32, 1, 2, false};
+    // 8192). dinitial_states in iteration 0 (one edge iteration fewer a row with states): 313 ->
+    // 297 us with states at (8, 4096, 4096). (8, 4096, 4096): 79.6% of copy; (4, 5376, 8192): 83.7%; (1, 8192,
+    // 16384): 80.7%. The seq_idx kernels (16-byte vectors, a mask byte a position beside them, and a second computation
+    // without the masks that most iterations take) run 5 blocks (96 registers): at (8, 4096, 4096) with 8 sequences a
+    // row, 303 us against 327 at 6 blocks in one run, 333 at 6 against 361 at 7 in another.
+    case ArchFamily::kNvidia: return {128, 7, 5, 32, 1, 2, false, true};
     // RDNA: ~10 KB per CU. 9 waves/SIMD (<= 168 VGPRs: at 10 one 16-bit kernel spills a few) x 2
     // SIMDs x 32 lanes x 2 x 32 B = 36 KB. Nontemporal dx stores keep x's halo lines (re-read by
     // the next strip) in the Infinity Cache. 32 iterations a strip for the per-strip costs
     // measured on NVIDIA; no L2 prefetch instruction is used on AMD.
-    case ArchFamily::kRdna4: return {128, 9, 9, 32, 1, 0, true};
-    case ArchFamily::kRdna3: return {128, 9, 9, 32, 1, 0, true};
+    case ArchFamily::kRdna4: return {128, 9, 9, 32, 1, 0, true, true};
+    case ArchFamily::kRdna3: return {128, 9, 9, 32, 1, 0, true, true};
     // gfx942 / gfx90a: the strip needs more than the 128 VGPRs of 4 waves/SIMD (it spills at 4);
     // 3 waves x 4 SIMDs x 64 lanes x 2 x 32 B = 48 KB per CU against the ~30-40 KB needed.
-    case ArchFamily::kCdna: return {128, 3, 3, 32, 1, 0, true};
+    // dinitial_states from the extra iteration: computing it in iteration 0 keeps its dy live
+    // longer, and the 16-bit width-4 kernels spilled (3-7 VGPRs) at these 3 waves.
+    case ArchFamily::kCdna: return {128, 3, 3, 32, 1, 0, true, false};
   }
-  return {128, 7, 5, 32, 1, 2, false};
+  return {128, 7, 5, 32, 1, 2, false, true};
 }
 
 // Backward, channel-last (bwd_channel_last.hip): a thread owns 8 bytes of channels and walks
