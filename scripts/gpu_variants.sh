@@ -2,7 +2,9 @@
 # Tuning experiments on a GPU machine: builds the package once per variant of the tuning table, in
 # parallel, and times each variant with benchmarks/bench.py in its own process. A variant is NAME=SED:
 # a sed expression applied to a scratch copy of csrc/kernels/tuning.h (NAME=. keeps the table as
-# it is in the working tree), or @REV: the tree of git revision REV (e.g. base=@HEAD times the
+# it is in the working tree), or +PATCH: the working tree with a patch file applied (e.g.
+# base=+peers/revert.patch, made with `git diff -R`, times code changes against their base
+# in one run), or @REV: the tree of git revision REV (e.g. base=@HEAD times the
 # last commit next to the working tree's changes; on a machine that receives a copy of the
 # working tree, check that its git objects include that commit: they can be older). Results and build logs go to $OUT (default
 # ./gpu_out): NAME.json, NAME.log, and the same for the peer when CAUSAL_CONV1D_PEER names
@@ -23,7 +25,7 @@ while (($#)); do
   case $1 in
     --bench-args) read -ra bench_args <<<"$2"; shift 2 ;;
     *=*) variants+=("$1"); shift ;;
-    *) echo "gpu_variants: expected NAME=SED, got '$1'" >&2; exit 2 ;;
+    *) echo "gpu_variants: expected NAME=SED, NAME=+PATCH or NAME=@REV, got '$1'" >&2; exit 2 ;;
   esac
 done
 ((${#variants[@]})) || { sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
@@ -42,9 +44,13 @@ for v in "${variants[@]}"; do
       git -C "$repo" archive "${expr#@}" | tar -x -C "$src" || exit 1
     else
       git -C "$repo" ls-files -z --cached --others --exclude-standard | (cd "$repo" && xargs -0 cp --parents -t "$src")
-      [[ $expr == . ]] || sed -i -e "$expr" "$src/csrc/kernels/tuning.h"
+      if [[ $expr == +* ]]; then
+        git -C "$src" apply "$(realpath "${expr#+}")" || exit 1
+      elif [[ $expr != . ]]; then
+        sed -i -e "$expr" "$src/csrc/kernels/tuning.h"
+      fi
     fi
-    if [[ $expr != . && $expr != @* ]] && cmp -s "$src/csrc/kernels/tuning.h" "$repo/csrc/kernels/tuning.h"; then
+    if [[ $expr != . && $expr != @* && $expr != +* ]] && cmp -s "$src/csrc/kernels/tuning.h" "$repo/csrc/kernels/tuning.h"; then
       echo "$name: the sed expression changed nothing in tuning.h" >"$OUT/$name.build.log"
       exit 1
     fi
