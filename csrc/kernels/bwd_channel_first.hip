@@ -88,19 +88,22 @@ __global__ void __launch_bounds__(bwd_seq_mask_tuning(kTargetFamily).threads)
 
 // dx of a vector that is not one whole store: positions outside [0, L) are dropped except
 // -(W-1) .. -1, which are dinitial_states (when asked for); dfinal_states adds to the last W-1
-// positions of [initial_states, x]. Out of line on NVIDIA (CC_EDGE_FN); scalars only.
+// positions of [initial_states, x]. Out of line on NVIDIA (CC_EDGE_FN); scalars only; positions
+// tested and addressed through row_span.
 template <typename T, int kV, int kHalo>
 CC_EDGE_FN void store_dx_edge(T* dx, T* dinit, int64_t dinit_ls, const T* dfin, int64_t dfin_ls, int64_t L, int64_t q0,
                               Floats<kV> o) {
+  const RowSpan s = row_span<kV, kHalo>(L, q0);
+  T* pdx = dx + q0;
   static_for<kV>([&](auto e) {
-    const int64_t q = q0 + e;
-    if (q < -kHalo || q >= L) return;
+    constexpr int kE = decltype(e)::value;
+    if (kE < s.lo - kHalo || kE >= s.hi) return;
     float v = o.v[e];
-    if (dfin != nullptr && q >= L - kHalo) v += to_float(dfin[(q - (L - kHalo)) * dfin_ls]);
-    if (q >= 0) {
-      dx[q] = from_float<T>(v);
+    if (dfin != nullptr && kE >= s.hi - kHalo) v += to_float(dfin[int64_t(kE - s.hi + kHalo) * dfin_ls]);
+    if (kE >= s.lo) {
+      pdx[kE] = from_float<T>(v);
     } else if (dinit != nullptr) {
-      dinit[(q + kHalo) * dinit_ls] = from_float<T>(v);
+      dinit[int64_t(kE - s.lo + kHalo) * dinit_ls] = from_float<T>(v);
     }
   });
 }
@@ -223,7 +226,10 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
       s.x = load_edge<T, kV, kHalo>(x, L, init_row(), f.init_l_stride, q0);
       s.g = load_edge<T, kV, kHalo>(dout, L, nullptr, 0, q0);
     }
-    static_for<kHalo>([&](auto i) { s.hx[i] = lane < kDMax ? input(q0 - kHalo + i) : T{}; });
+    static_for<kHalo>([&](auto i) { s.hx[i] = T{}; });
+    if (lane < kDMax) {
+      row_inputs<T, kHalo, kHalo>(x, L, init_row(), f.init_l_stride, q0 - kHalo, [&](auto i, T v) { s.hx[i] = v; });
+    }
     load_masks(s, q0, BoolC<false>{});
   };
   // An iteration of the fast range: every vector whole; the halo inside the row, or before an

@@ -296,6 +296,41 @@ __device__ __forceinline__ T row_input(const T* x, int64_t L, const T* init, int
   return init[(q + kHalo) * init_ls];
 }
 
+// Where a run of n row positions q0 .. q0 + n - 1 meets the row, as 32-bit element indices e
+// (position q0 + e): inside [0, L) iff lo <= e < hi; the kHalo positions before the row (initial
+// states) are lo - kHalo <= e < lo, the last kHalo of the row hi - kHalo <= e < hi. Both bounds
+// are clamped to [0, n + kHalo], which keeps those tests exact for e in [0, n). The edge paths
+// below test elements against these and address them from one base (q0), so an element costs a
+// compare with a constant and an immediate offset, not a 64-bit position, compare and address
+// (on gfx1201 the 64-bit forms held ~50 VGPRs more than the backward's main loop needs).
+struct RowSpan {
+  int32_t lo, hi;
+};
+template <int kN, int kHalo>
+__device__ __forceinline__ RowSpan row_span(int64_t L, int64_t q0) {
+  constexpr int64_t kMax = kN + kHalo;
+  const int64_t lo = -q0, hi = L - q0;
+  return {int32_t(lo < 0 ? 0 : lo > kMax ? kMax : lo), int32_t(hi < 0 ? 0 : hi > kMax ? kMax : hi)};
+}
+
+// row_input at positions q0 + e, e < kN, handed to put(Idx<e>, value).
+template <typename T, int kN, int kHalo, typename Put>
+__device__ __forceinline__ void row_inputs(const T* x, int64_t L, const T* init, int64_t init_ls, int64_t q0,
+                                           Put&& put) {
+  const RowSpan s = row_span<kN, kHalo>(L, q0);
+  const T* px = x + q0;
+  static_for<kN>([&](auto e) {
+    constexpr int kE = decltype(e)::value;
+    T v = from_float<T>(0.0f);
+    if (kE >= s.lo && kE < s.hi) {
+      v = px[kE];
+    } else if (init != nullptr && kE < s.lo && kE >= s.lo - kHalo) {
+      v = init[int64_t(kE - s.lo + kHalo) * init_ls];
+    }
+    put(e, v);
+  });
+}
+
 // A vector that is not wholly inside the row (a row's first and last), element by element (dout
 // and other rows without states: init = nullptr). Out of line on NVIDIA (CC_EDGE_FN). Takes scalars only: a reference
 // to the params would put them on the stack.
@@ -304,9 +339,8 @@ CC_EDGE_FN Packed<T, kV> load_edge(const T* x, int64_t L, const T* init, int64_t
   constexpr int kPer = Packed<T, kV>::kPerWord;
   Packed<T, kV> v;
   static_for<Packed<T, kV>::kWords>([&](auto i) { v.w[i] = 0; });
-  static_for<kV>([&](auto e) {
-    v.w[e / kPer] |= elem_word<T, decltype(e)::value % kPer>(row_input<T, kHalo>(x, L, init, init_ls, q0 + e));
-  });
+  row_inputs<T, kV, kHalo>(x, L, init, init_ls, q0,
+                           [&](auto e, T val) { v.w[e / kPer] |= elem_word<T, decltype(e)::value % kPer>(val); });
   return v;
 }
 

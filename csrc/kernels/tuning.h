@@ -146,13 +146,15 @@ __host__ __device__ constexpr BwdCfTuning bwd_cf_tuning(ArchFamily f) {
     // without the masks that most iterations take) run 5 blocks (96 registers): at (8, 4096, 4096) with 8 sequences a
     // row, 303 us against 327 at 6 blocks in one run, 333 at 6 against 361 at 7 in another.
     case ArchFamily::kNvidia: return {128, 7, 5, 32, 1, 2, false, true};
-    // RDNA: ~10 KB per CU. 9 waves/SIMD (<= 168 VGPRs: at 10 one 16-bit kernel spills a few) x 2
-    // SIMDs x 32 lanes x 2 x 32 B = 36 KB. Nontemporal dx stores keep x's halo lines (re-read by
+    // RDNA: ~10 KB per CU. 10 waves/SIMD (<= 144 VGPRs; the next step, 12 waves at 120, spills
+    // in the 16-bit kernels: the ring loop needs ~111, the edge iterations more) x 2 SIMDs x 32
+    // lanes x 2 x 32 B = 40 KB. Nontemporal dx stores keep x's halo lines (re-read by
     // the next strip) in the Infinity Cache. 32 iterations a strip for the per-strip costs
     // measured on NVIDIA; no L2 prefetch instruction is used on AMD.
-    case ArchFamily::kRdna4: return {128, 9, 9, 32, 1, 0, true, true};
-    case ArchFamily::kRdna3: return {128, 9, 9, 32, 1, 0, true, true};
-    // gfx942 / gfx90a: the strip needs more than the 128 VGPRs of 4 waves/SIMD (it spills at 4);
+    case ArchFamily::kRdna4: return {128, 10, 10, 32, 1, 0, true, true};
+    case ArchFamily::kRdna3: return {128, 10, 10, 32, 1, 0, true, true};
+    // gfx942 / gfx90a: the strip needs more than the 128 VGPRs of 4 waves/SIMD (the 16-bit kernels
+    // spill at 4; at 5, 96 VGPRs, even 8-byte vectors and the scalar kernels spill);
     // 3 waves x 4 SIMDs x 64 lanes x 2 x 32 B = 48 KB per CU against the ~30-40 KB needed.
     // dinitial_states from the extra iteration: computing it in iteration 0 keeps its dy live
     // longer, and the 16-bit width-4 kernels spilled (3-7 VGPRs) at these 3 waves.
