@@ -62,8 +62,10 @@ __host__ __device__ constexpr FwdCfTuning fwd_cf_tuning(ArchFamily f) {
     // (80 registers), and 24 vs 37 us at (2, 8192, 1024): resident warps matter more than depth.
     // 2 x 16 B x 1024 threads = 32 KB per SM in flight, the ~30 KB sm90 needs. The seq_idx
     // kernels (8-byte vectors, ids beside them) keep 6 blocks: at 64 registers they spill.
-    // Strips of 16 iterations (4096 bf16 elements) make the one halo reload per strip negligible.
-    case ArchFamily::kNvidia: return {128, 8, 6, 16, 2, 2, false};
+    // Strips of 32 iterations (8192 bf16 elements), not 16: a strip costs more than its one halo
+    // reload (ring fill, weights); in one H200 run (2, 8192, 1024) 26.0 -> 24.1 us and seq_idx
+    // (8, 4096, 4096) 228 -> 212 us, the large shapes unchanged (64 iterations: the same).
+    case ArchFamily::kNvidia: return {128, 8, 6, 32, 2, 2, false};
     // RDNA needs ~10 KB per CU: 2 loads ahead x 16 B x 32 lanes x >= 12 waves/SIMD x 2 SIMDs =
     // 24 KB. 12 waves/SIMD caps VGPRs at 128 (the floor the compile report checks; the kernels
     // need ~82). Nontemporal stores keep the output stream from evicting x's halo lines from the
@@ -75,7 +77,7 @@ __host__ __device__ constexpr FwdCfTuning fwd_cf_tuning(ArchFamily f) {
     // 24-48 KB per CU against the ~30-40 KB needed. 128 threads are 2 waves, each its own strip.
     case ArchFamily::kCdna: return {128, 6, 6, 16, 1, 1, true};
   }
-  return {128, 8, 6, 16, 2, 2, false};
+  return {128, 8, 6, 32, 2, 2, false};
 }
 
 // The row a forward kernel is compiled with: the seq_idx kernels take their own occupancy.
