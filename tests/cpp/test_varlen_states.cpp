@@ -1,5 +1,6 @@
 // varlen_states through VarlenStatesParams: CPU against the definition, and (when a GPU is
 // visible) the GPU launcher against the CPU, bit for bit (it is a copy).
+#include "causal_conv1d/build_config.h"
 #include "causal_conv1d/cpu.h"
 #include "test_util.h"
 
@@ -46,7 +47,7 @@ TEST_P(VarlenStates, CpuMatchesDefinition) {
             << "b=" << b << " c=" << c << " r=" << r;
 }
 
-#if defined(CAUSAL_CONV1D_WITH_GPU)
+#if CAUSAL_CONV1D_HAS_GPU
 TEST_P(VarlenStates, GpuMatchesCpu) {
   if (!cc_test::have_gpu()) GTEST_SKIP() << "no GPU visible";
   VarlenCase s(GetParam());
