@@ -64,4 +64,16 @@ TEST_P(VarlenStates, GpuMatchesCpu) {
 INSTANTIATE_TEST_SUITE_P(All, VarlenStates, ::testing::Values(DType::kFloat32, DType::kFloat16, DType::kBFloat16),
                          [](const auto& info) { return std::string(causal_conv1d::dtype_name(info.param)); });
 
+TEST(VarlenStatesStatus, RejectsUnknownDTypeAndWritesNothing) {
+  for (int code : {3, -1}) {
+    VarlenCase s(DType::kFloat16);
+    s.p.dtype = static_cast<DType>(code);
+    const auto before = s.states.bytes;
+    EXPECT_EQ(causal_conv1d::cpu::launch_varlen_states(s.p, causal_conv1d::cpu::serial_for),
+              causal_conv1d::kErrUnsupportedDType)
+        << "dtype " << code;
+    EXPECT_EQ(s.states.bytes, before) << "dtype " << code;
+  }
+}
+
 }  // namespace
