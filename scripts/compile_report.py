@@ -10,6 +10,10 @@ waves/SIMD on RDNA3/4, 6 on gfx942/gfx90a), or of the backward kernels below the
 (BWD_FLOORS: the occupancies their tuning-table rows ask for). SGPR spills (to VGPR lanes, no memory traffic) fail
 on the primary arch (gfx1201) and are noted elsewhere.
 
+The kernels include the generated build_config.h (the backend macros); outside a CMake build this
+script writes a HIP one for the requested archs with cmake/BuildConfig.cmake (`cmake -P`, so CMake
+must be on PATH) into a scratch directory, as the CMake build does at configure time.
+
 Run it in the dev root (or on a ROCm machine):
 
     scripts/devroot.sh scripts/compile_report.py --check
@@ -23,6 +27,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -54,10 +59,19 @@ FIELDS = {
 }
 
 
-def compile_one(hipcc, source, arch, extra):
+def write_build_config(include_dir, archs):
+    """The HIP build's causal_conv1d/build_config.h under include_dir, as CMake writes it."""
+    cmd = ["cmake", f"-DOUTPUT_DIR={include_dir}", "-DBACKEND=hip", f"-DGPU_ARCHS={';'.join(archs)}",
+           "-P", os.path.join(REPO, "cmake", "BuildConfig.cmake")]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"writing build_config.h failed:\n{proc.stdout}{proc.stderr}")
+
+
+def compile_one(hipcc, source, arch, config_dir):
     cmd = [hipcc, "-x", "hip", f"--offload-arch={arch}", "--cuda-device-only", "-c", "-O3", "-DNDEBUG",
-           "-std=c++17", "-DCAUSAL_CONV1D_USE_HIP", f"-I{os.path.join(REPO, 'csrc', 'include')}",
-           "-Rpass-analysis=kernel-resource-usage", "-o", os.devnull, source] + extra
+           "-std=c++17", f"-I{os.path.join(REPO, 'csrc', 'include')}", f"-I{config_dir}",
+           "-Rpass-analysis=kernel-resource-usage", "-o", os.devnull, source]
     start = time.time()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -119,8 +133,10 @@ def main():
         if f.endswith(".hip"))
     jobs = [(s, a) for a in args.arch for s in sources]
     kernels, start = [], time.time()
-    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        for found, _ in pool.map(lambda j: compile_one(args.hipcc, j[0], j[1], []), jobs):
+    with tempfile.TemporaryDirectory() as config_dir, \
+            concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        write_build_config(config_dir, args.arch)
+        for found, _ in pool.map(lambda j: compile_one(args.hipcc, j[0], j[1], config_dir), jobs):
             kernels.extend(found)
     for k, d in zip(kernels, demangle([k["mangled"] for k in kernels])):
         k["kernel"] = short_name(d)

@@ -243,8 +243,8 @@ void reduce_partials(const BwdParams& p, const double* partials, int64_t slots, 
 
 int launch_bwd(const BwdParams& p, const ParallelFor& pfor) {
   const FwdParams& f = p.f;
+  if (const int status = check_width_and_dtypes(f.width, f.x_dtype, f.w_dtype); status != kSuccess) return status;
   if (f.batch == 0 || f.dim == 0) return kSuccess;
-  if (f.width < kMinWidth || f.width > kMaxWidth) return kErrUnsupportedWidth;
   if (!f.seq_idx && !f.initial_states && !p.dfinal_states && !p.dinitial_states) {
     const int W = f.width;
     if (f.channel_last) {

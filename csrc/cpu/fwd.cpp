@@ -262,8 +262,8 @@ int fwd_tasks_channel_last_vec(const FwdParams& p, const ClTasks& tasks, int64_t
 }  // namespace
 
 int launch_fwd(const FwdParams& p, const ParallelFor& pfor) {
+  if (const int status = check_width_and_dtypes(p.width, p.x_dtype, p.w_dtype); status != kSuccess) return status;
   if (p.batch == 0 || p.dim == 0) return kSuccess;
-  if (p.width < kMinWidth || p.width > kMaxWidth) return kErrUnsupportedWidth;
   if (p.seq_idx == nullptr) {
     FirstError error;
     if (p.channel_last) {

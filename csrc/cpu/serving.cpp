@@ -201,7 +201,7 @@ int serving_update_task(const ServingUpdateParams& p, int64_t i, int64_t c0, int
 // (a parallel region costs more than its work there, and much more on a busy machine).
 template <typename Params, typename Task>
 int run_tasks(const Params& p, int64_t rows, int64_t tokens_per_row, const ParallelFor& pfor, Task task) {
-  if (p.width < kMinWidth || p.width > kMaxWidth) return kErrUnsupportedWidth;
+  if (const int status = check_width_and_dtypes(p.width, p.x_dtype, p.w_dtype); status != kSuccess) return status;
   if (rows == 0 || p.dim == 0) return kSuccess;
   const int64_t blocks = (p.dim + kServingBlock - 1) / kServingBlock;
   const int64_t grain =

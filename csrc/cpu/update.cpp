@@ -129,8 +129,8 @@ int update_blocks_vec(const UpdateParams& p, int64_t blk_begin, int64_t blk_end)
 }  // namespace
 
 int launch_update(const UpdateParams& p, const ParallelFor& pfor) {
+  if (const int status = check_width_and_dtypes(p.width, p.x_dtype, p.w_dtype); status != kSuccess) return status;
   if (p.batch == 0 || p.dim == 0) return kSuccess;
-  if (p.width < kMinWidth || p.width > kMaxWidth) return kErrUnsupportedWidth;
   if (fits_decode_layout(p)) {
     // A second thread pays from ~16K channel-rows (measured on the dev machine: batch 8 x 4096
     // channels 32 -> 19 us with two threads; batch 4 no gain).

@@ -10,6 +10,7 @@
 namespace causal_conv1d::cpu {
 
 int launch_varlen_states(const VarlenStatesParams& p, const ParallelFor& pfor) {
+  if (!dtype_supported(p.dtype)) return kErrUnsupportedDType;
   const int esize = dtype_size(p.dtype);
   auto offset = [&](int64_t i) -> int64_t {
     return p.cu_seqlens_int64 ? static_cast<const int64_t*>(p.cu_seqlens)[i]

@@ -4,6 +4,7 @@
 #include "vec.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
@@ -377,11 +378,16 @@ CC_VEC_INLINE void update_step_t(float* st, int64_t S, const float* __restrict x
     default: return kErrUnsupportedWidth; \
   }                                       \
   return kSuccess;
-#define CC_ELEM_SWITCH(t, call)               \
+// The element type, for the three dtypes; `unknown` runs for any other value. The launchers
+// reject those at their entry (check_width_and_dtypes, common.h), so it runs only for a caller
+// that skipped that check: the entry points with a status return kErrUnsupportedDType, widen and
+// narrow (which have none) stop the process rather than read or write memory as a wrong type.
+#define CC_ELEM_SWITCH(t, call, unknown)      \
   switch (t) {                                \
     case DType::kFloat32: call(F32); break;   \
+    case DType::kFloat16: call(F16); break;   \
     case DType::kBFloat16: call(Bf16); break; \
-    default: call(F16); break;                \
+    default: unknown;                         \
   }
 
 }  // namespace
@@ -390,10 +396,10 @@ CC_CPU_CLONES int conv_row(const float* halo, const float* x, void* out, DType t
                            float bias, bool silu){
 #define CC_CALL_E(E) \
   silu ? conv_row_t<W, E, true>(halo, x, out, n, w, bias) : conv_row_t<W, E, false>(halo, x, out, n, w, bias)
-#define CC_CALL(Wv)              \
-  {                              \
-    constexpr int W = Wv;        \
-    CC_ELEM_SWITCH(t, CC_CALL_E) \
+#define CC_CALL(Wv)                                           \
+  {                                                           \
+    constexpr int W = Wv;                                     \
+    CC_ELEM_SWITCH(t, CC_CALL_E, return kErrUnsupportedDType) \
   }
     CC_WIDTH_SWITCH(width, CC_CALL)
 #undef CC_CALL
@@ -412,10 +418,10 @@ CC_CPU_CLONES int conv_cols(const float* const* rows, void* const* outs, DType t
   } else {                                              \
     for (int s = 0; s < steps; ++s) CC_CALL_S(E, 1, s); \
   }
-#define CC_CALL(Wv)              \
-  {                              \
-    constexpr int W = Wv;        \
-    CC_ELEM_SWITCH(t, CC_CALL_E) \
+#define CC_CALL(Wv)                                           \
+  {                                                           \
+    constexpr int W = Wv;                                     \
+    CC_ELEM_SWITCH(t, CC_CALL_E, return kErrUnsupportedDType) \
   }
   CC_WIDTH_SWITCH(width, CC_CALL)
 #undef CC_CALL
@@ -491,13 +497,13 @@ CC_VEC_INLINE void narrow_t(const float* __restrict src, void* dst, int64_t n) {
 
 CC_CPU_CLONES void widen(const void* src, DType t, float* dst, int64_t n){
 #define CC_CALL(E) widen_t<E>(src, dst, n)
-    CC_ELEM_SWITCH(t, CC_CALL)
+    CC_ELEM_SWITCH(t, CC_CALL, std::abort())
 #undef CC_CALL
 }
 
 CC_CPU_CLONES void narrow(const float* src, DType t, void* dst, int64_t n) {
 #define CC_CALL(E) narrow_t<E>(src, dst, n)
-  CC_ELEM_SWITCH(t, CC_CALL)
+  CC_ELEM_SWITCH(t, CC_CALL, std::abort())
 #undef CC_CALL
 }
 

@@ -8,7 +8,10 @@
 // rows, sized to stay in L1.
 //
 // The functions taking a width return kSuccess, or kErrUnsupportedWidth (status.h) without touching
-// their outputs when the width is not 2, 3 or 4.
+// their outputs when the width is not 2, 3 or 4; those taking a dtype as well return
+// kErrUnsupportedDType, likewise, for a DType value outside the enum. widen and narrow have no
+// status: their dtype must be supported, which every launcher checks at its entry
+// (check_width_and_dtypes in common.h); any other value stops the process.
 #pragma once
 
 #include <cstdint>
@@ -72,7 +75,7 @@ void exp_neg_abs_row(const float* x, float* y, int64_t n, int degree);
 void silu_row(const float* x, float* y, int64_t n, int degree);
 void dsilu_row(const float* y, const float* g, float* out, int64_t n);
 
-// dtype <-> float rows (round to nearest even, as PyTorch).
+// dtype <-> float rows (round to nearest even, as PyTorch). t must be supported (see above).
 void widen(const void* src, DType t, float* dst, int64_t n);
 void narrow(const float* src, DType t, void* dst, int64_t n);
 

@@ -506,7 +506,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
     // The lines of iteration `it` asked of L2 (the x halo of lane 0 is in the iteration before's
     // last line, which that iteration's prefetch covers).
     auto prefetch = [&](int it) {
-#if defined(CAUSAL_CONV1D_USE_CUDA)
+#if CAUSAL_CONV1D_BACKEND_CUDA
       const int64_t q0 = qbase + int64_t(it) * kStep;
       prefetch_l2(x + q0);
       prefetch_l2(dout + q0);

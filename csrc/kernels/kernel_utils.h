@@ -62,7 +62,7 @@ __device__ __forceinline__ float silu_to(float v) {
 // both with one instruction.
 template <typename T>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-#if defined(CAUSAL_CONV1D_USE_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if CAUSAL_CONV1D_BACKEND_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   if constexpr (std::is_same_v<T, BFloat16>) {
     const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<const uint32_t*>(&h);
@@ -77,7 +77,7 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
 // Functions taken only by rare edge cases (a row's partial first and last vectors): kept out of
 // line on NVIDIA, where inlined their addresses would hold registers across a kernel's main loop.
 // On AMD a call costs more (ABI register saves, SGPR pressure) than the inlined code.
-#if defined(CAUSAL_CONV1D_USE_CUDA)
+#if CAUSAL_CONV1D_BACKEND_CUDA
 #define CC_EDGE_FN __device__ __noinline__
 #else
 #define CC_EDGE_FN __device__ __forceinline__
@@ -86,7 +86,7 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
 // Marks a lambda that must be inlined where it is called from more than one place: clang for AMD
 // may otherwise outline it, and every local the lambda references then moves to scratch memory
 // (seen on gfx1201: 896 bytes a lane in the backward). nvcc inlines such lambdas anyway.
-#if defined(CAUSAL_CONV1D_USE_HIP)
+#if CAUSAL_CONV1D_BACKEND_HIP
 #define CC_INLINE_LAMBDA __attribute__((always_inline))
 #else
 #define CC_INLINE_LAMBDA
@@ -137,7 +137,7 @@ __device__ __forceinline__ void load_run(const void* src, uint32_t (&w)[kBytes /
 // through the intrinsic (a struct of 16-bit members is otherwise written element by element).
 template <int kA, StoreHint kHint>
 __device__ __forceinline__ void store_access(void* dst, const uint32_t* w) {
-#if defined(CAUSAL_CONV1D_USE_CUDA)
+#if CAUSAL_CONV1D_BACKEND_CUDA
   if constexpr (kHint == StoreHint::kPlain) {
     if constexpr (kA == 16) {
       *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);

@@ -21,7 +21,7 @@ int device_count() {
 }
 
 int device_info(int device, char* arch, int arch_len, int* warp_size) {
-#if defined(CAUSAL_CONV1D_USE_HIP)
+#if CAUSAL_CONV1D_BACKEND_HIP
   hipDeviceProp_t prop;
   const Error e = hipGetDeviceProperties(&prop, device);
   if (e != kGpuSuccess) return static_cast<int>(e);
@@ -45,17 +45,13 @@ int device_desc(int device, DeviceDesc* desc) {
   const int status = device_info(device, arch, sizeof(arch), &warp);
   if (status != 0) return status;
   int cus = 0;
-#if defined(CAUSAL_CONV1D_USE_HIP)
+#if CAUSAL_CONV1D_BACKEND_HIP
   const Error e = hipDeviceGetAttribute(&cus, hipDeviceAttributeMultiprocessorCount, device);
 #else
   const Error e = cudaDeviceGetAttribute(&cus, cudaDevAttrMultiProcessorCount, device);
 #endif
   if (e != kGpuSuccess) return static_cast<int>(e);
-#if defined(CAUSAL_CONV1D_USE_HIP)
-  desc->family = arch_family(arch, /*hip=*/true);
-#else
-  desc->family = arch_family(arch, /*hip=*/false);
-#endif
+  desc->family = arch_family(arch, /*hip=*/CAUSAL_CONV1D_BACKEND_HIP);
   desc->cu_count = cus > 0 ? cus : 1;
   desc->wave_size = warp;
   return 0;

@@ -25,7 +25,7 @@ namespace causal_conv1d::gpu {
 // A kernel's launch bounds from its tuning row: the block size, and the occupancy the compiler
 // must keep (registers are capped to fit it). NVIDIA: resident blocks per SM; AMD: waves per
 // SIMD (EU), what the compile report prints.
-#if defined(CAUSAL_CONV1D_USE_HIP)
+#if CAUSAL_CONV1D_BACKEND_HIP
 #define CC_LAUNCH_BOUNDS(row) __launch_bounds__((row).threads) __attribute__((amdgpu_waves_per_eu((row).occupancy)))
 #else
 #define CC_LAUNCH_BOUNDS(row) __launch_bounds__((row).threads, (row).occupancy)

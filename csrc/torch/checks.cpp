@@ -9,8 +9,9 @@
 
 #include <sstream>
 
+#include "causal_conv1d/build_config.h"
 #include "causal_conv1d/status.h"
-#if defined(CAUSAL_CONV1D_WITH_GPU)
+#if CAUSAL_CONV1D_HAS_GPU
 #include "causal_conv1d/gpu.h"
 #endif
 
@@ -45,7 +46,7 @@ void check_shape(const char* op, const char* name, const at::Tensor& t, std::ini
 }
 
 void check_launch(const char* op, const char* kernel, int code) {
-#if defined(CAUSAL_CONV1D_WITH_GPU)
+#if CAUSAL_CONV1D_HAS_GPU
   const char* text = gpu::gpu_status_string(code);
 #else
   const char* text = status_string(code);

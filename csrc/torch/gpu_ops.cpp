@@ -11,6 +11,7 @@
 #include <torch/library.h>
 
 #include "causal_conv1d/arch_check.h"
+#include "causal_conv1d/build_config.h"
 #include "causal_conv1d/gpu.h"
 #include "checks.h"
 #include "make_params.h"
@@ -36,7 +37,7 @@ const DeviceDesc& checked_device(const char* op, const at::Device& device) {
   int warp = 0;
   check_launch(op, "device_info", gpu::device_info(index, arch, sizeof(arch), &warp));
   const std::string compiled = CAUSAL_CONV1D_GPU_ARCHS;
-#if defined(CAUSAL_CONV1D_USE_HIP_BACKEND)
+#if CAUSAL_CONV1D_BACKEND_HIP
   constexpr bool kHip = true;
   TORCH_CHECK(arch_supported(compiled, arch, kHip), op, ": this build of causal_conv1d has GPU code for ", compiled,
               " but ", device, " is ", arch, ". Rebuild for it: CAUSAL_CONV1D_HIP_ARCHS=", arch,

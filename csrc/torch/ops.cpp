@@ -5,11 +5,8 @@
 #include <string>
 
 #include "causal_conv1d/arch_check.h"
+#include "causal_conv1d/build_config.h"
 #include "op_names.h"
-
-#ifndef CAUSAL_CONV1D_BACKEND_NAME
-#error "CMake defines CAUSAL_CONV1D_BACKEND_NAME"
-#endif
 
 namespace causal_conv1d::torch_ops {
 namespace {
@@ -22,7 +19,7 @@ std::string build_config() {
   s += "hip_version=" CAUSAL_CONV1D_HIP_VERSION "\n";  // empty unless a HIP build
   s += "rocm_root=" CAUSAL_CONV1D_ROCM_ROOT "\n";
   // Whether serving_fwd / serving_update have GPU kernels in this build.
-#if defined(CAUSAL_CONV1D_WITH_GPU)
+#if CAUSAL_CONV1D_HAS_GPU
   s += "serving_gpu=1\n";
 #else
   s += "serving_gpu=0\n";
@@ -34,12 +31,8 @@ std::string build_config() {
 // compute capability 9.0): the rule of arch_check.h, asked by the Python diagnostics so that it
 // lives in one place. Always false in a CPU-only build.
 bool arch_supported(const std::string& device_arch) {
-#if defined(CAUSAL_CONV1D_WITH_GPU)
-#if defined(CAUSAL_CONV1D_USE_HIP_BACKEND)
-  return causal_conv1d::arch_supported(CAUSAL_CONV1D_GPU_ARCHS, device_arch, /*hip=*/true);
-#else
-  return causal_conv1d::arch_supported(CAUSAL_CONV1D_GPU_ARCHS, device_arch, /*hip=*/false);
-#endif
+#if CAUSAL_CONV1D_HAS_GPU
+  return causal_conv1d::arch_supported(CAUSAL_CONV1D_GPU_ARCHS, device_arch, /*hip=*/CAUSAL_CONV1D_BACKEND_HIP);
 #else
   return false;
 #endif

@@ -10,9 +10,10 @@
 #include <thread>
 #include <vector>
 
+#include "causal_conv1d/build_config.h"
 #include "causal_conv1d/cpu.h"
 #include "causal_conv1d/numeric.h"
-#if defined(CAUSAL_CONV1D_WITH_GPU)
+#if CAUSAL_CONV1D_HAS_GPU
 #include "causal_conv1d/gpu.h"
 #endif
 
@@ -62,7 +63,7 @@ inline causal_conv1d::cpu::ParallelFor threaded_for(int threads) {
   };
 }
 
-#if defined(CAUSAL_CONV1D_WITH_GPU)
+#if CAUSAL_CONV1D_HAS_GPU
 inline bool have_gpu() { return causal_conv1d::gpu::device_count() > 0; }
 
 // Descriptor of device 0, what the torch layer hands the launchers.

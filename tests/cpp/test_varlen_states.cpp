@@ -1,5 +1,6 @@
 // varlen_states through VarlenStatesParams: CPU against the definition, and (when a GPU is
 // visible) the GPU launcher against the CPU, bit for bit (it is a copy).
+#include "causal_conv1d/build_config.h"
 #include "causal_conv1d/cpu.h"
 #include "test_util.h"
 
@@ -46,7 +47,7 @@ TEST_P(VarlenStates, CpuMatchesDefinition) {
             << "b=" << b << " c=" << c << " r=" << r;
 }
 
-#if defined(CAUSAL_CONV1D_WITH_GPU)
+#if CAUSAL_CONV1D_HAS_GPU
 TEST_P(VarlenStates, GpuMatchesCpu) {
   if (!cc_test::have_gpu()) GTEST_SKIP() << "no GPU visible";
   VarlenCase s(GetParam());
@@ -62,5 +63,17 @@ TEST_P(VarlenStates, GpuMatchesCpu) {
 
 INSTANTIATE_TEST_SUITE_P(All, VarlenStates, ::testing::Values(DType::kFloat32, DType::kFloat16, DType::kBFloat16),
                          [](const auto& info) { return std::string(causal_conv1d::dtype_name(info.param)); });
+
+TEST(VarlenStatesStatus, RejectsUnknownDTypeAndWritesNothing) {
+  for (int code : {3, -1}) {
+    VarlenCase s(DType::kFloat16);
+    s.p.dtype = static_cast<DType>(code);
+    const auto before = s.states.bytes;
+    EXPECT_EQ(causal_conv1d::cpu::launch_varlen_states(s.p, causal_conv1d::cpu::serial_for),
+              causal_conv1d::kErrUnsupportedDType)
+        << "dtype " << code;
+    EXPECT_EQ(s.states.bytes, before) << "dtype " << code;
+  }
+}
 
 }  // namespace

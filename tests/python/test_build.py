@@ -167,3 +167,69 @@ def test_cpu_ops_share_torchs_openmp_runtime():
     assert before == after, f"OpenMP runtimes with torch alone: {before}; after loading causal_conv1d: {after}"
     if "ATen parallel backend: OpenMP" in torch.__config__.parallel_info():
         assert re.search(r"gomp|omp", after), after
+
+
+def _build_config_header(tmp_path, backend, archs="", rocm_root=""):
+    """The build_config.h cmake/BuildConfig.cmake writes for these values: (path, text)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("cmake") is None:
+        pytest.skip("cmake not on PATH")
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    script = tmp_path / "write.cmake"
+    # The value goes through a file so that no CMake quoting rule touches it.
+    (tmp_path / "rocm_root.txt").write_text(rocm_root)
+    script.write_text(
+        f'include("{repo}/cmake/BuildConfig.cmake")\n'
+        f'file(READ "{tmp_path}/rocm_root.txt" _root)\n'
+        f'causal_conv1d_write_build_config("{tmp_path}/inc" BACKEND {backend} GPU_ARCHS {archs} '
+        f'TORCH_VERSION 2.99.0 ROCM_ROOT "${{_root}}")\n'
+    )
+    proc = subprocess.run(["cmake", "-P", str(script)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    path = tmp_path / "inc" / "causal_conv1d" / "build_config.h"
+    return path, path.read_text()
+
+
+@pytest.mark.parametrize("backend,hip,cuda", [("hip", 1, 0), ("cuda", 0, 1), ("cpu", 0, 0)])
+def test_build_config_header_names_one_backend(tmp_path, backend, hip, cuda):
+    # The one place the sources learn the backend: 0/1 macros (at most one backend set) and the
+    # strings build_config() reports.
+    _, text = _build_config_header(tmp_path, backend, archs="gfx1201;gfx942" if hip else "")
+    assert f"#define CAUSAL_CONV1D_BACKEND_HIP {hip}\n" in text, text
+    assert f"#define CAUSAL_CONV1D_BACKEND_CUDA {cuda}\n" in text, text
+    assert f'#define CAUSAL_CONV1D_BACKEND_NAME "{backend}"\n' in text, text
+    assert ('#define CAUSAL_CONV1D_GPU_ARCHS "gfx1201,gfx942"\n' if hip else '#define CAUSAL_CONV1D_GPU_ARCHS ""\n') in text
+    assert '#define CAUSAL_CONV1D_TORCH_VERSION "2.99.0"\n' in text, text
+
+
+def test_build_config_header_rejects_an_unknown_backend(tmp_path):
+    import subprocess
+
+    _build_config_header(tmp_path, "cpu")  # skips without cmake
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.run(["cmake", f"-DOUTPUT_DIR={tmp_path}/x", "-DBACKEND=rocm", "-P",
+                           os.path.join(repo, "cmake", "BuildConfig.cmake")], capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "BACKEND must be hip, cuda or cpu, got 'rocm'" in " ".join(proc.stderr.split())
+
+
+def test_build_config_header_strings_are_c_literals(tmp_path):
+    # A ROCm root with a quote and a backslash still gives a C string of exactly that text.
+    import shutil
+    import subprocess
+
+    cxx = shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no C++ compiler on PATH")
+    root = 'C:\\rocm "6.4"'
+    path, _ = _build_config_header(tmp_path, "hip", archs="gfx1201", rocm_root=root)
+    src = tmp_path / "print.cpp"
+    src.write_text('#include <cstdio>\n#include "causal_conv1d/build_config.h"\n'
+                   "#if !CAUSAL_CONV1D_HAS_GPU || !CAUSAL_CONV1D_BACKEND_HIP || CAUSAL_CONV1D_BACKEND_CUDA\n"
+                   '#error "a HIP build_config.h"\n#endif\n'
+                   "int main() { std::fputs(CAUSAL_CONV1D_ROCM_ROOT, stdout); }\n")
+    exe = tmp_path / "print"
+    subprocess.run([cxx, "-Werror=undef", f"-I{path.parent.parent}", str(src), "-o", str(exe)], check=True)
+    assert subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout == root

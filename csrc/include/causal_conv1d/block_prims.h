@@ -4,7 +4,7 @@
 
 #include "causal_conv1d/gpu_runtime.h"
 
-#if defined(CAUSAL_CONV1D_USE_HIP)
+#if CAUSAL_CONV1D_BACKEND_HIP
 // rocPRIM 6.4 marks the storage type behind its own block_reduce TempStorage deprecated, so the
 // documented `__shared__ BlockReduce::TempStorage` use warns from inside the library.
 #ifndef ROCPRIM_NO_DEPRECATION_WARNINGS

@@ -2,20 +2,22 @@
 // HIP (AMD, the primary target) and CUDA (NVIDIA, where the same source is tested and measured).
 // Only what we use is wrapped; nothing else of either API is renamed.
 //
-// The backend is chosen by CMake with CAUSAL_CONV1D_USE_HIP or CAUSAL_CONV1D_USE_CUDA.
+// The backend comes from the generated build_config.h (cmake/build_config.h.in).
 #pragma once
 
-#if defined(CAUSAL_CONV1D_USE_HIP)
+#include "causal_conv1d/build_config.h"
+
+#if CAUSAL_CONV1D_BACKEND_HIP
 #include <hip/hip_runtime.h>
-#elif defined(CAUSAL_CONV1D_USE_CUDA)
+#elif CAUSAL_CONV1D_BACKEND_CUDA
 #include <cuda_runtime.h>
 #else
-#error "gpu_runtime.h needs CAUSAL_CONV1D_USE_HIP or CAUSAL_CONV1D_USE_CUDA"
+#error "gpu_runtime.h is for GPU builds: build_config.h sets neither CAUSAL_CONV1D_BACKEND_HIP nor _CUDA"
 #endif
 
 namespace causal_conv1d::gpu {
 
-#if defined(CAUSAL_CONV1D_USE_HIP)
+#if CAUSAL_CONV1D_BACKEND_HIP
 using Stream = hipStream_t;
 using Error = hipError_t;
 constexpr Error kGpuSuccess = hipSuccess;
@@ -55,7 +57,7 @@ constexpr int kWarpSize = 32;
 // Shuffles always name their width; on CUDA every lane of the warp takes part.
 template <typename T>
 __device__ __forceinline__ T shfl_xor(T v, int lane_mask, int width) {
-#if defined(CAUSAL_CONV1D_USE_HIP)
+#if CAUSAL_CONV1D_BACKEND_HIP
   return __shfl_xor(v, lane_mask, width);
 #else
   return __shfl_xor_sync(0xffffffffu, v, lane_mask, width);
@@ -64,7 +66,7 @@ __device__ __forceinline__ T shfl_xor(T v, int lane_mask, int width) {
 
 template <typename T>
 __device__ __forceinline__ T shfl(T v, int src_lane, int width) {
-#if defined(CAUSAL_CONV1D_USE_HIP)
+#if CAUSAL_CONV1D_BACKEND_HIP
   return __shfl(v, src_lane, width);
 #else
   return __shfl_sync(0xffffffffu, v, src_lane, width);
@@ -73,7 +75,7 @@ __device__ __forceinline__ T shfl(T v, int src_lane, int width) {
 
 template <typename T>
 __device__ __forceinline__ T shfl_up(T v, unsigned delta, int width) {
-#if defined(CAUSAL_CONV1D_USE_HIP)
+#if CAUSAL_CONV1D_BACKEND_HIP
   return __shfl_up(v, delta, width);
 #else
   return __shfl_up_sync(0xffffffffu, v, delta, width);
@@ -82,7 +84,7 @@ __device__ __forceinline__ T shfl_up(T v, unsigned delta, int width) {
 
 // True on every lane when `pred` holds on every lane of the warp (all lanes take part).
 __device__ __forceinline__ bool warp_all(bool pred) {
-#if defined(CAUSAL_CONV1D_USE_HIP)
+#if CAUSAL_CONV1D_BACKEND_HIP
   return __all(pred);
 #else
   return __all_sync(0xffffffffu, pred);
@@ -91,7 +93,7 @@ __device__ __forceinline__ bool warp_all(bool pred) {
 
 template <typename T>
 __device__ __forceinline__ T shfl_down(T v, unsigned delta, int width) {
-#if defined(CAUSAL_CONV1D_USE_HIP)
+#if CAUSAL_CONV1D_BACKEND_HIP
   return __shfl_down(v, delta, width);
 #else
   return __shfl_down_sync(0xffffffffu, v, delta, width);
@@ -102,7 +104,7 @@ __device__ __forceinline__ T shfl_down(T v, unsigned delta, int width) {
 // SiLU feeding a 16-bit or fp32 output, far inside the tests' tolerances). HIP's __fdividef is
 // still an IEEE division, hence the AMD reciprocal builtin.
 __device__ __forceinline__ float fast_div(float a, float b) {
-#if defined(CAUSAL_CONV1D_USE_HIP)
+#if CAUSAL_CONV1D_BACKEND_HIP
   return a * __builtin_amdgcn_rcpf(b);
 #else
   return __fdividef(a, b);
@@ -114,7 +116,7 @@ __device__ __forceinline__ float fast_div(float a, float b) {
 // denormal-range fix-up (a compare and two predicated multiplies) that this skips.
 __device__ __forceinline__ float fast_exp_neg(float v) {
   const float e = v * -1.4426950408889634f;  // -v log2(e)
-#if defined(CAUSAL_CONV1D_USE_HIP)
+#if CAUSAL_CONV1D_BACKEND_HIP
   return __builtin_amdgcn_exp2f(e);
 #else
   float r;
@@ -123,7 +125,7 @@ __device__ __forceinline__ float fast_exp_neg(float v) {
 #endif
 }
 
-#if defined(CAUSAL_CONV1D_USE_CUDA)
+#if CAUSAL_CONV1D_BACKEND_CUDA
 // Asks L2 for the line holding p; no register is written, so nothing waits for it. NVIDIA only
 // (the tuning rows that use it are NVIDIA's).
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
@@ -133,7 +135,7 @@ __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefe
 // tanh.approx (one special-function op instead of exp plus reciprocal; relative error about 2^-11,
 // far below a 16-bit result's rounding). Elsewhere, and for float32 results, x / (1 + exp(-x)).
 __device__ __forceinline__ float silu_for_16bit(float v) {
-#if defined(CAUSAL_CONV1D_USE_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+#if CAUSAL_CONV1D_BACKEND_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
   const float h = 0.5f * v;
   float t;
   asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(h));

@@ -14,6 +14,10 @@ namespace causal_conv1d {
 // part of the params structs that tests fill by hand.
 enum class DType : int32_t { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2 };
 
+// Whether t is one of the values above: a params struct can hold any int32 (tests fill them by
+// hand), so the CPU launchers check both dtypes at their entry (kErrUnsupportedDType otherwise).
+inline bool dtype_supported(DType t) { return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16; }
+
 inline int dtype_size(DType t) { return t == DType::kFloat32 ? 4 : 2; }
 inline const char* dtype_name(DType t) {
   switch (t) {
