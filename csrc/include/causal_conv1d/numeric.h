@@ -9,9 +9,9 @@
 #include "causal_conv1d/params.h"
 
 #if defined(__HIP__) || defined(__CUDACC__)
-#define CC_HOST_DEVICE __host__ __device__
+#define CAUSAL_CONV1D_HOST_DEVICE __host__ __device__
 #else
-#define CC_HOST_DEVICE
+#define CAUSAL_CONV1D_HOST_DEVICE
 #endif
 
 #if defined(__CUDACC__) && defined(__CUDA_ARCH__)
@@ -29,7 +29,7 @@ struct BFloat16 {
   uint16_t bits;
 };
 
-CC_HOST_DEVICE inline uint32_t float_bits(float f) {
+CAUSAL_CONV1D_HOST_DEVICE inline uint32_t float_bits(float f) {
 #if defined(__HIP_DEVICE_COMPILE__)
   return __builtin_bit_cast(uint32_t, f);
 #elif defined(__CUDA_ARCH__)
@@ -41,7 +41,7 @@ CC_HOST_DEVICE inline uint32_t float_bits(float f) {
 #endif
 }
 
-CC_HOST_DEVICE inline float bits_float(uint32_t u) {
+CAUSAL_CONV1D_HOST_DEVICE inline float bits_float(uint32_t u) {
 #if defined(__HIP_DEVICE_COMPILE__)
   return __builtin_bit_cast(float, u);
 #elif defined(__CUDA_ARCH__)
@@ -53,9 +53,9 @@ CC_HOST_DEVICE inline float bits_float(uint32_t u) {
 #endif
 }
 
-CC_HOST_DEVICE inline float bf16_to_float(uint16_t b) { return bits_float(uint32_t(b) << 16); }
+CAUSAL_CONV1D_HOST_DEVICE inline float bf16_to_float(uint16_t b) { return bits_float(uint32_t(b) << 16); }
 
-CC_HOST_DEVICE inline uint16_t float_to_bf16(float f) {
+CAUSAL_CONV1D_HOST_DEVICE inline uint16_t float_to_bf16(float f) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   return __bfloat16_as_ushort(__float2bfloat16_rn(f));  // one cvt.rn.bf16.f32
 #else
@@ -66,7 +66,7 @@ CC_HOST_DEVICE inline uint16_t float_to_bf16(float f) {
 #endif
 }
 
-CC_HOST_DEVICE inline float half_to_float(uint16_t h) {
+CAUSAL_CONV1D_HOST_DEVICE inline float half_to_float(uint16_t h) {
 #if defined(__HIP_DEVICE_COMPILE__)
   return float(__builtin_bit_cast(_Float16, h));
 #elif defined(__CUDA_ARCH__)
@@ -84,7 +84,7 @@ CC_HOST_DEVICE inline float half_to_float(uint16_t h) {
 #endif
 }
 
-CC_HOST_DEVICE inline uint16_t float_to_half(float f) {
+CAUSAL_CONV1D_HOST_DEVICE inline uint16_t float_to_half(float f) {
 #if defined(__HIP_DEVICE_COMPILE__)
   return __builtin_bit_cast(uint16_t, static_cast<_Float16>(f));
 #elif defined(__CUDA_ARCH__)
@@ -106,29 +106,29 @@ CC_HOST_DEVICE inline uint16_t float_to_half(float f) {
 #endif
 }
 
-CC_HOST_DEVICE inline float to_float(float v) { return v; }
-CC_HOST_DEVICE inline float to_float(Half v) { return half_to_float(v.bits); }
-CC_HOST_DEVICE inline float to_float(BFloat16 v) { return bf16_to_float(v.bits); }
+CAUSAL_CONV1D_HOST_DEVICE inline float to_float(float v) { return v; }
+CAUSAL_CONV1D_HOST_DEVICE inline float to_float(Half v) { return half_to_float(v.bits); }
+CAUSAL_CONV1D_HOST_DEVICE inline float to_float(BFloat16 v) { return bf16_to_float(v.bits); }
 
 template <typename T>
-CC_HOST_DEVICE inline T from_float(float v);
+CAUSAL_CONV1D_HOST_DEVICE inline T from_float(float v);
 template <>
-CC_HOST_DEVICE inline float from_float<float>(float v) {
+CAUSAL_CONV1D_HOST_DEVICE inline float from_float<float>(float v) {
   return v;
 }
 template <>
-CC_HOST_DEVICE inline Half from_float<Half>(float v) {
+CAUSAL_CONV1D_HOST_DEVICE inline Half from_float<Half>(float v) {
   return Half{float_to_half(v)};
 }
 template <>
-CC_HOST_DEVICE inline BFloat16 from_float<BFloat16>(float v) {
+CAUSAL_CONV1D_HOST_DEVICE inline BFloat16 from_float<BFloat16>(float v) {
   return BFloat16{float_to_bf16(v)};
 }
 
 // Reads element i of an array whose dtype is known only at run time (weights, bias, states:
 // values loaded a few times per thread, where a template parameter would only multiply the
 // number of kernel instantiations).
-CC_HOST_DEVICE inline float load_as_float(const void* p, DType t, int64_t i) {
+CAUSAL_CONV1D_HOST_DEVICE inline float load_as_float(const void* p, DType t, int64_t i) {
   switch (t) {
     case DType::kFloat16: return half_to_float(static_cast<const uint16_t*>(p)[i]);
     case DType::kBFloat16: return bf16_to_float(static_cast<const uint16_t*>(p)[i]);
@@ -136,7 +136,7 @@ CC_HOST_DEVICE inline float load_as_float(const void* p, DType t, int64_t i) {
   }
 }
 
-CC_HOST_DEVICE inline void store_from_float(void* p, DType t, int64_t i, float v) {
+CAUSAL_CONV1D_HOST_DEVICE inline void store_from_float(void* p, DType t, int64_t i, float v) {
   switch (t) {
     case DType::kFloat16: static_cast<uint16_t*>(p)[i] = float_to_half(v); break;
     case DType::kBFloat16: static_cast<uint16_t*>(p)[i] = float_to_bf16(v); break;

@@ -22,7 +22,7 @@ namespace causal_conv1d {
 struct IndexVec {
   const int32_t* data = nullptr;
   int64_t stride = 0;
-  CC_HOST_DEVICE int64_t at(int64_t i) const { return data[i * stride]; }
+  CAUSAL_CONV1D_HOST_DEVICE int64_t at(int64_t i) const { return data[i * stride]; }
 };
 
 // Which explicit cache-line values mark a padded entry: negative values, pad_slot_id and, when
@@ -35,7 +35,7 @@ struct PaddingRule {
   int64_t pad_slot_id = -1;
   bool has_null_block = false;
   int64_t null_block_id = 0;
-  CC_HOST_DEVICE bool is_padding(int64_t line) const {
+  CAUSAL_CONV1D_HOST_DEVICE bool is_padding(int64_t line) const {
     return line < 0 || (has_pad_slot && line == pad_slot_id) || (has_null_block && line == null_block_id);
   }
 };
@@ -48,7 +48,7 @@ struct PaddingRule {
 // a multiple of block_size; the boundaries inside the chunk (0 < t < len) are
 //   t_k = first_boundary + k * block_size, k = 0 .. n - 1, n = last - first,
 //   first_boundary = block_size - num_computed_tokens[i] % block_size.
-CC_HOST_DEVICE inline int64_t first_block_boundary(int64_t num_computed_tokens, int64_t block_size) {
+CAUSAL_CONV1D_HOST_DEVICE inline int64_t first_block_boundary(int64_t num_computed_tokens, int64_t block_size) {
   return block_size - num_computed_tokens % block_size;
 }
 
@@ -145,9 +145,9 @@ struct ServingRow {
 
 // Cache line at (row, column) of an index table, or -1 when the column or the line is invalid or
 // the line is padding (never a line outside the cache).
-CC_HOST_DEVICE inline int64_t serving_line(const int32_t* table, int64_t seq_stride, int64_t block_stride,
-                                           int64_t blocks, int64_t row, int64_t col, int64_t num_lines,
-                                           const PaddingRule& padding) {
+CAUSAL_CONV1D_HOST_DEVICE inline int64_t serving_line(const int32_t* table, int64_t seq_stride, int64_t block_stride,
+                                                      int64_t blocks, int64_t row, int64_t col, int64_t num_lines,
+                                                      const PaddingRule& padding) {
   if (col < 0 || col >= blocks) return -1;
   const int64_t line = table[row * seq_stride + col * block_stride];
   if (padding.is_padding(line) || line >= num_lines) return -1;
@@ -156,8 +156,8 @@ CC_HOST_DEVICE inline int64_t serving_line(const int32_t* table, int64_t seq_str
 
 // Token range [start, end) of entry i of query_start_loc, clamped into [0, total) so that bad
 // offsets can never address memory outside x (the CPU rejects them before any launch).
-CC_HOST_DEVICE inline void serving_token_range(const IndexVec& qsl, int64_t i, int64_t total, int64_t* start,
-                                               int64_t* len) {
+CAUSAL_CONV1D_HOST_DEVICE inline void serving_token_range(const IndexVec& qsl, int64_t i, int64_t total, int64_t* start,
+                                                          int64_t* len) {
   int64_t a = qsl.at(i), b = qsl.at(i + 1);
   a = a < 0 ? 0 : (a > total ? total : a);
   b = b < a ? a : (b > total ? total : b);
@@ -165,7 +165,7 @@ CC_HOST_DEVICE inline void serving_token_range(const IndexVec& qsl, int64_t i, i
   *len = b - a;
 }
 
-CC_HOST_DEVICE inline ServingRow serving_fwd_row(const ServingFwdParams& p, int64_t i) {
+CAUSAL_CONV1D_HOST_DEVICE inline ServingRow serving_fwd_row(const ServingFwdParams& p, int64_t i) {
   ServingRow r;
   serving_token_range(p.query_start_loc, i, p.total_tokens, &r.start, &r.len);
   if (p.cache_indices == nullptr) {
@@ -184,8 +184,8 @@ CC_HOST_DEVICE inline ServingRow serving_fwd_row(const ServingFwdParams& p, int6
 
 // Row i of a decode call; *offset receives the window's first position (num_accepted_tokens - 1
 // or 0) and *new_len the number of state positions the row writes.
-CC_HOST_DEVICE inline ServingRow serving_update_row(const ServingUpdateParams& p, int64_t i, int64_t* offset,
-                                                    int64_t* new_len) {
+CAUSAL_CONV1D_HOST_DEVICE inline ServingRow serving_update_row(const ServingUpdateParams& p, int64_t i, int64_t* offset,
+                                                               int64_t* new_len) {
   ServingRow r;
   if (p.query_start_loc.data) {
     serving_token_range(p.query_start_loc, i, p.total_tokens, &r.start, &r.len);
