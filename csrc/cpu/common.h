@@ -29,15 +29,6 @@ class FirstError {
   std::atomic<int> code_{kSuccess};
 };
 
-// What every CPU launcher checks at its entry, before any work: the width, and both dtypes (a
-// hand-filled params struct can hold any value). The code behind the launchers (vec.h's dtype
-// switches, load_as_float / store_from_float, dtype_size) then sees only supported dtypes.
-inline int check_width_and_dtypes(int width, DType x_dtype, DType w_dtype) {
-  if (width < kMinWidth || width > kMaxWidth) return kErrUnsupportedWidth;
-  if (!dtype_supported(x_dtype) || !dtype_supported(w_dtype)) return kErrUnsupportedDType;
-  return kSuccess;
-}
-
 // Typed element access with int64 element offsets.
 template <typename T>
 inline float ld(const void* base, int64_t off) {

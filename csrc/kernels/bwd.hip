@@ -60,14 +60,15 @@ int64_t bwd_workspace(const BwdParams& p, const DeviceDesc& dev) {
 
 int bwd_workspace_elems(const BwdParams& p, const DeviceDesc& dev, int64_t* elems) {
   *elems = 0;
+  if (const int status = check_width_and_dtypes(p.f.width, p.f.x_dtype, p.f.w_dtype); status != kSuccess) return status;
   if (p.f.batch == 0 || p.f.dim == 0) return kSuccess;
-  if (p.f.width < kMinWidth || p.f.width > kMaxWidth) return kErrUnsupportedWidth;
   *elems = bwd_workspace(p, dev);
   return kSuccess;
 }
 
 int launch_bwd(const BwdParams& p, const DeviceDesc& dev, void* stream) {
   const FwdParams& f = p.f;
+  if (const int status = check_width_and_dtypes(f.width, f.x_dtype, f.w_dtype); status != kSuccess) return status;
   if (f.batch == 0 || f.dim == 0) return kSuccess;
   if (p.workspace == nullptr && bwd_workspace(p, dev) > 0) return kErrInvalidParams;
   const auto s = static_cast<Stream>(stream);

@@ -234,6 +234,7 @@ int serving_fwd_workspace_elems(const ServingFwdParams& p, const DeviceDesc&, in
 }
 
 int launch_serving_fwd(const ServingFwdParams& p, int32_t* workspace, const DeviceDesc& dev, void* stream) {
+  if (const int status = check_width_and_dtypes(p.width, p.x_dtype, p.w_dtype); status != kSuccess) return status;
   if (p.batch == 0 || p.dim == 0 || p.total_tokens == 0) return kSuccess;
   const ServingFwdTuning tune = serving_fwd_tuning(dev.family);
   // Work rows that bound the chunk count of any split; 32-bit indices on the device.
@@ -259,6 +260,7 @@ int launch_serving_fwd(const ServingFwdParams& p, int32_t* workspace, const Devi
 }
 
 int launch_serving_update(const ServingUpdateParams& p, const DeviceDesc& dev, void* stream) {
+  if (const int status = check_width_and_dtypes(p.width, p.x_dtype, p.w_dtype); status != kSuccess) return status;
   if (p.batch == 0 || p.dim == 0) return kSuccess;
   const ServingUpdateTuning tune = serving_update_tuning(dev.family);
   const dim3 grid(ceil_div_u(p.dim, tune.threads), static_cast<unsigned>(std::min<int64_t>(p.batch, tune.max_grid_y)));

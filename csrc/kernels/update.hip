@@ -290,6 +290,7 @@ bool fits_decode_kernel(const UpdateParams& p) {
 }  // namespace
 
 int launch_update(const UpdateParams& p, const DeviceDesc& dev, void* stream) {
+  if (const int status = check_width_and_dtypes(p.width, p.x_dtype, p.w_dtype); status != kSuccess) return status;
   if (p.batch == 0 || p.dim == 0) return kSuccess;
   const bool single = p.seqlen == 1;
   if (fits_decode_kernel(p)) {

@@ -47,6 +47,7 @@ __global__ void CC_LAUNCH_BOUNDS(varlen_tuning(kTargetFamily)) varlen_states_ker
 }  // namespace
 
 int launch_varlen_states(const VarlenStatesParams& p, const DeviceDesc& dev, void* stream) {
+  if (!dtype_supported(p.dtype)) return kErrUnsupportedDType;
   if (p.batch == 0 || p.dim == 0 || p.state_len == 0) return kSuccess;
   const VarlenTuning tune = varlen_tuning(dev.family);
   const dim3 grid(static_cast<unsigned>((p.dim + tune.threads - 1) / tune.threads),

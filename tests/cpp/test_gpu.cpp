@@ -2,6 +2,7 @@
 // Device copies of x and out can be shifted by a few elements so that rows start misaligned
 // (the kernels' peeled 16-byte path) or x and out disagree in alignment (the element path).
 #include <cmath>
+#include <string>
 
 #include "causal_conv1d/cpu.h"
 #include "causal_conv1d/gpu.h"
@@ -235,5 +236,70 @@ TEST_P(GpuUpdate, MatchesCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, GpuUpdate, ::testing::ValuesIn(cc_test::update_cases()), cc_test::update_case_name);
+
+}  // namespace
+
+namespace {
+
+// Every GPU launcher checks the width and both dtypes at its entry (check_width_and_dtypes), so a
+// hand-filled params struct with a value outside the enum is an error status, not fp32 weights
+// (with_dtype's last case) or a 2-byte element size. Every pointer is null: the launchers must
+// return before touching one or the device, so this runs without a GPU too.
+TEST(GpuEntryChecks, UnknownDTypeOrWidthIsRejectedBeforeAnyWork) {
+  namespace gpu = causal_conv1d::gpu;
+  using causal_conv1d::kErrUnsupportedDType;
+  using causal_conv1d::kErrUnsupportedWidth;
+  const causal_conv1d::DeviceDesc dev;
+  const DType kUnknown[] = {static_cast<DType>(3), static_cast<DType>(-1)};
+  auto fwd_params = [] {
+    causal_conv1d::FwdParams f;
+    f.batch = 2, f.dim = 8, f.seqlen = 16, f.width = 4;
+    return f;
+  };
+  for (DType t : kUnknown)
+    for (bool weight : {false, true}) {
+      SCOPED_TRACE(std::string(weight ? "weight" : "x") + " dtype " + std::to_string(static_cast<int>(t)));
+      causal_conv1d::FwdParams f = fwd_params();
+      (weight ? f.w_dtype : f.x_dtype) = t;
+      EXPECT_EQ(gpu::launch_fwd(f, dev, nullptr), kErrUnsupportedDType);
+      causal_conv1d::BwdParams b;
+      b.f = f;
+      int64_t elems = -1;
+      EXPECT_EQ(gpu::bwd_workspace_elems(b, dev, &elems), kErrUnsupportedDType);
+      EXPECT_EQ(elems, 0);
+      EXPECT_EQ(gpu::launch_bwd(b, dev, nullptr), kErrUnsupportedDType);
+      causal_conv1d::UpdateParams u;
+      u.batch = 2, u.dim = 8, u.seqlen = 1, u.state_len = 3, u.num_cache_lines = 2, u.width = 4;
+      (weight ? u.w_dtype : u.x_dtype) = t;
+      EXPECT_EQ(gpu::launch_update(u, dev, nullptr), kErrUnsupportedDType);
+      causal_conv1d::ServingFwdParams sf;
+      sf.dim = 8, sf.total_tokens = 4, sf.batch = 1, sf.width = 4;
+      (weight ? sf.w_dtype : sf.x_dtype) = t;
+      EXPECT_EQ(gpu::launch_serving_fwd(sf, nullptr, dev, nullptr), kErrUnsupportedDType);
+      causal_conv1d::ServingUpdateParams su;
+      su.batch = 1, su.dim = 8, su.seqlen = 1, su.width = 4;
+      (weight ? su.w_dtype : su.x_dtype) = t;
+      EXPECT_EQ(gpu::launch_serving_update(su, dev, nullptr), kErrUnsupportedDType);
+      if (!weight) {
+        causal_conv1d::VarlenStatesParams v;
+        v.batch = 1, v.dim = 8, v.state_len = 3, v.total_tokens = 4, v.dtype = t;
+        EXPECT_EQ(gpu::launch_varlen_states(v, dev, nullptr), kErrUnsupportedDType);
+      }
+    }
+  for (int width : {1, 5}) {
+    SCOPED_TRACE("width " + std::to_string(width));
+    causal_conv1d::FwdParams f = fwd_params();
+    f.width = width;
+    EXPECT_EQ(gpu::launch_fwd(f, dev, nullptr), kErrUnsupportedWidth);
+    causal_conv1d::BwdParams b;
+    b.f = f;
+    int64_t elems = -1;
+    EXPECT_EQ(gpu::bwd_workspace_elems(b, dev, &elems), kErrUnsupportedWidth);
+    EXPECT_EQ(gpu::launch_bwd(b, dev, nullptr), kErrUnsupportedWidth);
+    causal_conv1d::UpdateParams u;
+    u.batch = 2, u.dim = 8, u.seqlen = 1, u.state_len = 3, u.num_cache_lines = 2, u.width = width;
+    EXPECT_EQ(gpu::launch_update(u, dev, nullptr), kErrUnsupportedWidth);
+  }
+}
 
 }  // namespace

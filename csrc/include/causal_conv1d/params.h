@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "causal_conv1d/status.h"
+
 namespace causal_conv1d {
 
 // Element types of x/out/states and, independently, of weight/bias. Values are stable: they are
@@ -15,7 +17,7 @@ namespace causal_conv1d {
 enum class DType : int32_t { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2 };
 
 // Whether t is one of the values above: a params struct can hold any int32 (tests fill them by
-// hand), so the CPU launchers check both dtypes at their entry (kErrUnsupportedDType otherwise).
+// hand), so every launcher checks both dtypes at its entry (check_width_and_dtypes below).
 inline bool dtype_supported(DType t) { return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16; }
 
 inline int dtype_size(DType t) { return t == DType::kFloat32 ? 4 : 2; }
@@ -31,6 +33,16 @@ inline const char* dtype_name(DType t) {
 // Supported kernel widths; the torch layer checks against these before any launcher runs.
 constexpr int kMinWidth = 2;
 constexpr int kMaxWidth = 4;
+
+// What every launcher (CPU and GPU) checks at its entry, before any work: the width, and both
+// dtypes (a hand-filled params struct can hold any value). The code behind the launchers (the CPU
+// dtype switches, load_as_float / store_from_float, dtype_size; on the GPU with_dtype, which reads
+// the weights) then sees only supported values.
+inline int check_width_and_dtypes(int width, DType x_dtype, DType w_dtype) {
+  if (width < kMinWidth || width > kMaxWidth) return kErrUnsupportedWidth;
+  if (!dtype_supported(x_dtype) || !dtype_supported(w_dtype)) return kErrUnsupportedDType;
+  return kSuccess;
+}
 
 // Forward: out = act(bias + causal depthwise conv(x)), optionally reading initial_states as the
 // (width - 1) positions before t = 0 and writing final_states = the last (width - 1) positions of
