@@ -379,7 +379,7 @@ CC_VEC_INLINE void update_step_t(float* st, int64_t S, const float* __restrict x
   }                                       \
   return kSuccess;
 // The element type, for the three dtypes; `unknown` runs for any other value. The launchers
-// reject those at their entry (check_width_and_dtypes, common.h), so it runs only for a caller
+// reject those at their entry (check_width_and_dtypes, params.h), so it runs only for a caller
 // that skipped that check: the entry points with a status return kErrUnsupportedDType, widen and
 // narrow (which have none) stop the process rather than read or write memory as a wrong type.
 #define CC_ELEM_SWITCH(t, call, unknown)      \

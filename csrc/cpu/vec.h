@@ -11,7 +11,7 @@
 // their outputs when the width is not 2, 3 or 4; those taking a dtype as well return
 // kErrUnsupportedDType, likewise, for a DType value outside the enum. widen and narrow have no
 // status: their dtype must be supported, which every launcher checks at its entry
-// (check_width_and_dtypes in common.h); any other value stops the process.
+// (check_width_and_dtypes in params.h); any other value stops the process.
 #pragma once
 
 #include <cstdint>

@@ -36,8 +36,8 @@ __device__ __forceinline__ void static_for(F&& f) {
 
 // Calls f(TypeTag<float | Half | BFloat16>{}) for a dtype known only at run time. Branching once
 // around a group of loads (weights, bias) keeps them straight-line code instead of one switch per
-// load, which costs registers and scalar registers on AMD. Every launcher has checked the dtype at its entry
-// (check_width_and_dtypes), so the last case is fp32.
+// load, which costs registers and scalar registers on AMD. Every launcher has checked the dtype at
+// its entry (check_width_and_dtypes), so the last case is fp32.
 template <typename F>
 __device__ __forceinline__ void with_dtype(DType t, F&& f) {
   switch (t) {
