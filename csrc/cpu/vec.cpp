@@ -326,16 +326,96 @@ CC_VEC_INLINE void conv_cols_bwd_t(const float* const* x_rows, const float* __re
   }
 }
 
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_shufflevector)
+#define CC_HAVE_SHUFFLEVECTOR 1
+#endif
+#endif
+#if defined(CC_HAVE_SHUFFLEVECTOR)
+// 8 floats as one value (GCC / Clang vector extension): each clone lowers the constant shuffles
+// below to its own instructions (two SSE registers in the baseline, one AVX register in v3 / v4).
+// The helpers taking and returning V8 are always inlined, so GCC's note that a 32-byte vector
+// argument has no fixed ABI without AVX (-Wpsabi) concerns no call that exists.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+typedef float V8 __attribute__((vector_size(32)));
+CC_VEC_INLINE V8 load8(const float* p) {
+  V8 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+CC_VEC_INLINE void store8(float* p, const V8& v) { std::memcpy(p, &v, sizeof(v)); }
+#define CC_SHUF(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+
+// update_step_t's window step for state_len == width - 1 on 8 channels at c: the state of those
+// channels is 8 * kH consecutive floats (channel-major). The compiler vectorises that stride-kH loop
+// with lane permutes per element; here each tap is taken apart with blends and one permute a
+// vector, and the shifted state is the old one loaded one float further on with x blended into
+// every kH-th lane. out[c..c+8): the convolution before the activation.
+template <int kH>
+CC_VEC_INLINE void window_step8(float* st, const float* x, float* out, const float* wt, int64_t ld, const float* bias,
+                                int64_t c) {
+  float* f = st + c * kH;
+  const V8 xv = load8(x + c);
+  V8 a = load8(bias + c) + load8(wt + kH * ld + c) * xv;
+  if constexpr (kH == 3) {
+    const V8 p = load8(f), q = load8(f + 8), r = load8(f + 16);  // f[0..24): 8 windows of 3
+    // s_k = f[3j + k], j < 8: blend the lanes that hold it in p, q, r, then put them in order.
+    const V8 b0 = CC_SHUF(CC_SHUF(p, q, 0, 9, 2, 3, 12, 5, 6, 15), r, 0, 1, 10, 3, 4, 13, 6, 7);
+    const V8 b1 = CC_SHUF(CC_SHUF(p, q, 0, 1, 10, 3, 4, 13, 6, 7), r, 8, 1, 2, 11, 4, 5, 14, 7);
+    const V8 b2 = CC_SHUF(CC_SHUF(p, q, 8, 1, 2, 11, 4, 5, 14, 7), r, 0, 9, 2, 3, 12, 5, 6, 15);
+    const V8 s0 = CC_SHUF(b0, b0, 0, 3, 6, 1, 4, 7, 2, 5);
+    const V8 s1 = CC_SHUF(b1, b1, 1, 4, 7, 2, 5, 0, 3, 6);
+    const V8 s2 = CC_SHUF(b2, b2, 2, 5, 0, 3, 6, 1, 4, 7);
+    a += load8(wt + c) * s0;
+    a += load8(wt + ld + c) * s1;
+    a += load8(wt + 2 * ld + c) * s2;
+    // The new state: f[i + 1] for i % 3 != 2, x[i / 3] for i % 3 == 2. xs holds x[j] in the lane
+    // where the three result vectors need it; f[1..9) and f[9..17) are loads, f[17..24) comes
+    // from r (f[24] is the next block's).
+    const V8 xs = CC_SHUF(xv, xv, 2, 5, 0, 3, 6, 1, 4, 7);
+    const V8 n0 = CC_SHUF(load8(f + 1), xs, 0, 1, 10, 3, 4, 13, 6, 7);
+    const V8 n1 = CC_SHUF(load8(f + 9), xs, 8, 1, 2, 11, 4, 5, 14, 7);
+    const V8 n2 = CC_SHUF(r, xs, 1, 9, 3, 4, 12, 6, 7, 15);
+    store8(f, n0);
+    store8(f + 8, n1);
+    store8(f + 16, n2);
+  } else {
+    static_assert(kH == 2, "width 2 needs no shuffles (its window is one float a channel)");
+    const V8 p = load8(f), q = load8(f + 8);  // f[0..16): 8 windows of 2
+    const V8 s0 = CC_SHUF(p, q, 0, 2, 4, 6, 8, 10, 12, 14);
+    const V8 s1 = CC_SHUF(p, q, 1, 3, 5, 7, 9, 11, 13, 15);
+    a += load8(wt + c) * s0;
+    a += load8(wt + ld + c) * s1;
+    store8(f, CC_SHUF(s1, xv, 0, 8, 1, 9, 2, 10, 3, 11));
+    store8(f + 8, CC_SHUF(s1, xv, 4, 12, 5, 13, 6, 14, 7, 15));
+  }
+  store8(out + c, a);
+}
+#undef CC_SHUF
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
+
 template <int kW, bool kSilu>
 CC_VEC_INLINE void update_step_t(float* st, int64_t S, const float* __restrict x, float* __restrict out, int64_t n,
                                  const float* __restrict wt, int64_t ld, const float* __restrict bias) {
   constexpr int kH = kW - 1;
   if (S == kH) {
     // The usual cache (state_len == width - 1): each channel's kH entries are the whole window.
-    // One pass with a constant stride, which the compiler vectorises with lane permutes.
+    int64_t c0 = 0;
+#if defined(CC_HAVE_SHUFFLEVECTOR)
+    if constexpr (kH > 1) {
+      for (; c0 + 8 <= n; c0 += 8) window_step8<kH>(st, x, out, wt, ld, bias, c0);
+    }
+#endif
+    // The rest (all of it without the vector extension): one pass with a constant stride.
     float* __restrict sv = st;
 #pragma omp simd
-    for (int64_t c = 0; c < n; ++c) {
+    for (int64_t c = c0; c < n; ++c) {
       const float s0 = sv[c * kH];
       const float s1 = kH > 1 ? sv[c * kH + (kH > 1 ? 1 : 0)] : 0.0f;
       const float s2 = kH > 2 ? sv[c * kH + (kH > 2 ? 2 : 0)] : 0.0f;
