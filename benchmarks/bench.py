@@ -60,6 +60,21 @@ def time_calls(calls, reps, warmup=3):
     return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends)) / 1e3
 
 
+def graph_time(calls):
+    """Kernel time per call from replays of a CUDA graph holding every call once (no launch gaps,
+    no host cost): what a captured training or serving step pays."""
+    for c in calls:  # warm up outside capture
+        c()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for c in calls:
+            c()
+    graph.replay()
+    torch.cuda.synchronize()
+    return time_calls([graph.replay], 20) / len(calls)
+
+
 def copy_bandwidth(nbytes=2 << 30):
     src = torch.empty(nbytes // 2, dtype=torch.bfloat16, device="cuda").normal_()
     dst = torch.empty_like(src)
@@ -145,20 +160,6 @@ class Bench:
             del os.environ["CAUSAL_CONV1D_DETERMINISTIC"]
         self.add("bwd", layout, dtype, shape, width, t, nbytes, "deterministic" if deterministic else variant)
 
-    def graph_time(self, calls):
-        """Kernel time per call from replays of a CUDA graph holding every call once (no launch gaps,
-        no host cost): what a captured training or serving step pays."""
-        for c in calls:  # warm up outside capture
-            c()
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for c in calls:
-                c()
-        graph.replay()
-        torch.cuda.synchronize()
-        return time_calls([graph.replay], 20) / len(calls)
-
     def small_graph(self, op, shape, layout, dtype="bf16", width=4):
         """fwd or bwd of a small shape inside a CUDA graph (the eager rows time the same shapes from
         the host)."""
@@ -183,7 +184,7 @@ class Bench:
             else:
                 calls.append(lambda x=x, dout=dout, dx=out:
                              self.cc.causal_conv1d_bwd(x, w, b, dout, None, None, None, dx, dw, db, None, True))
-        self.add(op, layout, dtype, shape, width, self.graph_time(calls), nbytes, "graph")
+        self.add(op, layout, dtype, shape, width, graph_time(calls), nbytes, "graph")
 
     def autograd(self, shape, layout, dtype="bf16", width=4):
         """Forward + backward through causal_conv1d_fn with autograd (x, weight, bias requiring
@@ -225,7 +226,7 @@ class Bench:
                  torch.empty(batch, dim, 1, device="cuda", dtype=dt)) for _ in range(count)]
         calls = [lambda x=x, state=state, out=out: self.cc.causal_conv1d_update(x, state, w, b, out, True, None, None)
                  for x, state, out in sets]
-        self.add("update", "-", dtype, (batch, dim, 1), width, self.graph_time(calls), per_call, "graph")
+        self.add("update", "-", dtype, (batch, dim, 1), width, graph_time(calls), per_call, "graph")
 
     def update_eager(self, dim=8192, dtype="bf16", width=4, calls=2000):
         """Wall time per eager causal_conv1d.causal_conv1d_update call from Python at batch 1."""
