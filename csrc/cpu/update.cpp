@@ -114,6 +114,13 @@ int update_blocks_vec(const UpdateParams& p, int64_t blk_begin, int64_t blk_end)
         if (status != kSuccess) return status;
         continue;
       }
+      if (p.x_dtype == DType::kBFloat16 && S == p.width - 1) {
+        const int status = vec::update_step_bf16(
+            reinterpret_cast<uint16_t*>(state), reinterpret_cast<const uint16_t*>(x_row),
+            reinterpret_cast<uint16_t*>(out_row), out.data(), nc, wt.data(), kB, p.width, bias.data(), p.silu);
+        if (status != kSuccess) return status;
+        continue;
+      }
       vec::widen(state, p.x_dtype, st.data(), nc * S);
       vec::widen(x_row, p.x_dtype, x.data(), nc);
       const int status =

@@ -332,72 +332,79 @@ CC_VEC_INLINE void conv_cols_bwd_t(const float* const* x_rows, const float* __re
 #endif
 #endif
 #if defined(CC_HAVE_SHUFFLEVECTOR)
-// 8 floats as one value (GCC / Clang vector extension): each clone lowers the constant shuffles
-// below to its own instructions (two SSE registers in the baseline, one AVX register in v3 / v4).
-// The helpers taking and returning V8 are always inlined, so GCC's note that a 32-byte vector
-// argument has no fixed ABI without AVX (-Wpsabi) concerns no call that exists.
+// 8 values as one vector (GCC / Clang vector extension): each clone lowers the constant shuffles
+// below to its own instructions (SSE registers in the baseline, AVX registers in v3 / v4). The
+// helpers taking and returning vectors are always inlined, so GCC's note that a 32-byte vector
+// argument has no fixed ABI without AVX (-Wpsabi) concerns no call that exists. Off for the rest of
+// the file: GCC reports it where the templates are instantiated, at the end of the file.
 #if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 typedef float V8 __attribute__((vector_size(32)));
-CC_VEC_INLINE V8 load8(const float* p) {
-  V8 v;
+typedef uint16_t U16x8 __attribute__((vector_size(16)));
+typedef uint32_t U32x8 __attribute__((vector_size(32)));
+template <typename V, typename S>
+CC_VEC_INLINE V load8(const S* p) {
+  V v;
   std::memcpy(&v, p, sizeof(v));
   return v;
 }
-CC_VEC_INLINE void store8(float* p, const V8& v) { std::memcpy(p, &v, sizeof(v)); }
+template <typename V, typename S>
+CC_VEC_INLINE void store8(S* p, const V& v) {
+  std::memcpy(p, &v, sizeof(v));
+}
+// 8 lanes of the storage type as floats: bf16 bits move to the top of each float.
+CC_VEC_INLINE V8 as_floats(const V8& v) { return v; }
+CC_VEC_INLINE V8 as_floats(const U16x8& v) { return reinterpret_cast<V8>(__builtin_convertvector(v, U32x8) << 16); }
 #define CC_SHUF(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
 
-// update_step_t's window step for state_len == width - 1 on 8 channels at c: the state of those
-// channels is 8 * kH consecutive floats (channel-major). The compiler vectorises that stride-kH loop
-// with lane permutes per element; here each tap is taken apart with blends and one permute a
-// vector, and the shifted state is the old one loaded one float further on with x blended into
-// every kH-th lane. out[c..c+8): the convolution before the activation.
-template <int kH>
-CC_VEC_INLINE void window_step8(float* st, const float* x, float* out, const float* wt, int64_t ld, const float* bias,
-                                int64_t c) {
-  float* f = st + c * kH;
-  const V8 xv = load8(x + c);
-  V8 a = load8(bias + c) + load8(wt + kH * ld + c) * xv;
+// The decode step for state_len == width - 1 on 8 channels at c, for float (E = F32) or bf16
+// (E = Bf16: the state is shifted as raw 16-bit values, only the taps are widened): the state of
+// those channels is 8 * kH consecutive values (channel-major). The compiler vectorises that
+// stride-kH loop with lane permutes per element; here each tap is taken apart with blends and one
+// permute a vector, and the shifted state is the old one loaded one value further on with x
+// blended into every kH-th lane. out[c..c+8): the convolution before the activation, as floats.
+template <int kH, typename E>
+CC_VEC_INLINE void window_step8(typename E::S* st, const typename E::S* x, float* out, const float* wt, int64_t ld,
+                                const float* bias, int64_t c) {
+  using V = std::conditional_t<std::is_same_v<E, F32>, V8, U16x8>;
+  typename E::S* f = st + c * kH;
+  const V xv = load8<V>(x + c);
+  V8 a = load8<V8>(bias + c) + load8<V8>(wt + kH * ld + c) * as_floats(xv);
   if constexpr (kH == 3) {
-    const V8 p = load8(f), q = load8(f + 8), r = load8(f + 16);  // f[0..24): 8 windows of 3
+    const V p = load8<V>(f), q = load8<V>(f + 8), r = load8<V>(f + 16);  // f[0..24): 8 windows of 3
     // s_k = f[3j + k], j < 8: blend the lanes that hold it in p, q, r, then put them in order.
-    const V8 b0 = CC_SHUF(CC_SHUF(p, q, 0, 9, 2, 3, 12, 5, 6, 15), r, 0, 1, 10, 3, 4, 13, 6, 7);
-    const V8 b1 = CC_SHUF(CC_SHUF(p, q, 0, 1, 10, 3, 4, 13, 6, 7), r, 8, 1, 2, 11, 4, 5, 14, 7);
-    const V8 b2 = CC_SHUF(CC_SHUF(p, q, 8, 1, 2, 11, 4, 5, 14, 7), r, 0, 9, 2, 3, 12, 5, 6, 15);
-    const V8 s0 = CC_SHUF(b0, b0, 0, 3, 6, 1, 4, 7, 2, 5);
-    const V8 s1 = CC_SHUF(b1, b1, 1, 4, 7, 2, 5, 0, 3, 6);
-    const V8 s2 = CC_SHUF(b2, b2, 2, 5, 0, 3, 6, 1, 4, 7);
-    a += load8(wt + c) * s0;
-    a += load8(wt + ld + c) * s1;
-    a += load8(wt + 2 * ld + c) * s2;
+    const V b0 = CC_SHUF(CC_SHUF(p, q, 0, 9, 2, 3, 12, 5, 6, 15), r, 0, 1, 10, 3, 4, 13, 6, 7);
+    const V b1 = CC_SHUF(CC_SHUF(p, q, 0, 1, 10, 3, 4, 13, 6, 7), r, 8, 1, 2, 11, 4, 5, 14, 7);
+    const V b2 = CC_SHUF(CC_SHUF(p, q, 8, 1, 2, 11, 4, 5, 14, 7), r, 0, 9, 2, 3, 12, 5, 6, 15);
+    a += load8<V8>(wt + c) * as_floats(CC_SHUF(b0, b0, 0, 3, 6, 1, 4, 7, 2, 5));
+    a += load8<V8>(wt + ld + c) * as_floats(CC_SHUF(b1, b1, 1, 4, 7, 2, 5, 0, 3, 6));
+    a += load8<V8>(wt + 2 * ld + c) * as_floats(CC_SHUF(b2, b2, 2, 5, 0, 3, 6, 1, 4, 7));
     // The new state: f[i + 1] for i % 3 != 2, x[i / 3] for i % 3 == 2. xs holds x[j] in the lane
     // where the three result vectors need it; f[1..9) and f[9..17) are loads, f[17..24) comes
     // from r (f[24] is the next block's).
-    const V8 xs = CC_SHUF(xv, xv, 2, 5, 0, 3, 6, 1, 4, 7);
-    const V8 n0 = CC_SHUF(load8(f + 1), xs, 0, 1, 10, 3, 4, 13, 6, 7);
-    const V8 n1 = CC_SHUF(load8(f + 9), xs, 8, 1, 2, 11, 4, 5, 14, 7);
-    const V8 n2 = CC_SHUF(r, xs, 1, 9, 3, 4, 12, 6, 7, 15);
+    const V xs = CC_SHUF(xv, xv, 2, 5, 0, 3, 6, 1, 4, 7);
+    const V n0 = CC_SHUF(load8<V>(f + 1), xs, 0, 1, 10, 3, 4, 13, 6, 7);
+    const V n1 = CC_SHUF(load8<V>(f + 9), xs, 8, 1, 2, 11, 4, 5, 14, 7);
+    const V n2 = CC_SHUF(r, xs, 1, 9, 3, 4, 12, 6, 7, 15);
     store8(f, n0);
     store8(f + 8, n1);
     store8(f + 16, n2);
-  } else {
-    static_assert(kH == 2, "width 2 needs no shuffles (its window is one float a channel)");
-    const V8 p = load8(f), q = load8(f + 8);  // f[0..16): 8 windows of 2
-    const V8 s0 = CC_SHUF(p, q, 0, 2, 4, 6, 8, 10, 12, 14);
-    const V8 s1 = CC_SHUF(p, q, 1, 3, 5, 7, 9, 11, 13, 15);
-    a += load8(wt + c) * s0;
-    a += load8(wt + ld + c) * s1;
+  } else if constexpr (kH == 2) {
+    const V p = load8<V>(f), q = load8<V>(f + 8);  // f[0..16): 8 windows of 2
+    const V s1 = CC_SHUF(p, q, 1, 3, 5, 7, 9, 11, 13, 15);
+    a += load8<V8>(wt + c) * as_floats(CC_SHUF(p, q, 0, 2, 4, 6, 8, 10, 12, 14));
+    a += load8<V8>(wt + ld + c) * as_floats(s1);
     store8(f, CC_SHUF(s1, xv, 0, 8, 1, 9, 2, 10, 3, 11));
     store8(f + 8, CC_SHUF(s1, xv, 4, 12, 5, 13, 6, 14, 7, 15));
+  } else {
+    static_assert(kH == 1, "widths 2 to 4");
+    a += load8<V8>(wt + c) * as_floats(load8<V>(f));  // one value a channel: no shuffles
+    store8(f, xv);
   }
   store8(out + c, a);
 }
 #undef CC_SHUF
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 #endif
 
 template <int kW, bool kSilu>
@@ -409,7 +416,7 @@ CC_VEC_INLINE void update_step_t(float* st, int64_t S, const float* __restrict x
     int64_t c0 = 0;
 #if defined(CC_HAVE_SHUFFLEVECTOR)
     if constexpr (kH > 1) {
-      for (; c0 + 8 <= n; c0 += 8) window_step8<kH>(st, x, out, wt, ld, bias, c0);
+      for (; c0 + 8 <= n; c0 += 8) window_step8<kH, F32>(st, x, out, wt, ld, bias, c0);
     }
 #endif
     // The rest (all of it without the vector extension): one pass with a constant stride.
@@ -445,6 +452,30 @@ CC_VEC_INLINE void update_step_t(float* st, int64_t S, const float* __restrict x
   const int64_t shifted = n * S - 1;
   for (int64_t i = 0; i < shifted; ++i) st[i] = st[i + 1];
   for (int64_t c = 0; c < n; ++c) st[c * S + S - 1] = x[c];
+}
+
+// update_step_t for bf16 rows with state_len == width - 1 (the decode layout): st and x hold bf16
+// bits, out receives bf16, y is n floats of scratch. The state moves as raw 16-bit values (what
+// widening, shifting and rounding back would write, without the two conversion passes), the taps
+// are widened in registers, and SiLU and the rounding are one pass over y.
+template <int kW, bool kSilu>
+CC_VEC_INLINE void update_step_bf16_t(uint16_t* st, const uint16_t* __restrict x, uint16_t* __restrict out,
+                                      float* __restrict y, int64_t n, const float* __restrict wt, int64_t ld,
+                                      const float* __restrict bias) {
+  constexpr int kH = kW - 1;
+  int64_t c0 = 0;
+#if defined(CC_HAVE_SHUFFLEVECTOR)
+  for (; c0 + 8 <= n; c0 += 8) window_step8<kH, Bf16>(st, x, y, wt, ld, bias, c0);
+#endif
+  for (int64_t c = c0; c < n; ++c) {  // the rest (all of it without the vector extension)
+    uint16_t* f = st + c * kH;
+    float a = bias[c] + wt[kH * ld + c] * Bf16::load(x[c]);
+    for (int k = 0; k < kH; ++k) a += wt[k * ld + c] * Bf16::load(f[k]);
+    y[c] = a;
+    for (int k = 0; k + 1 < kH; ++k) f[k] = f[k + 1];
+    f[kH - 1] = x[c];
+  }
+  finish_t<Bf16, kSilu>(y, out, n);
 }
 
 // Width 2..4 and the element type as template instantiations behind one cloned entry point per
@@ -529,6 +560,15 @@ CC_CPU_CLONES int update_step(float* st, int64_t S, const float* x, float* out, 
 #define CC_CALL(W)                                              \
   silu ? update_step_t<W, true>(st, S, x, out, n, wt, ld, bias) \
        : update_step_t<W, false>(st, S, x, out, n, wt, ld, bias)
+    CC_WIDTH_SWITCH(width, CC_CALL)
+#undef CC_CALL
+}
+
+CC_CPU_CLONES int update_step_bf16(uint16_t* st, const uint16_t* x, uint16_t* out, float* y, int64_t n, const float* wt,
+                                   int64_t ld, int width, const float* bias, bool silu){
+#define CC_CALL(W)                                                   \
+  silu ? update_step_bf16_t<W, true>(st, x, out, y, n, wt, ld, bias) \
+       : update_step_bf16_t<W, false>(st, x, out, y, n, wt, ld, bias)
     CC_WIDTH_SWITCH(width, CC_CALL)
 #undef CC_CALL
 }

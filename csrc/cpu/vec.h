@@ -68,6 +68,11 @@ constexpr int kMaxColSteps = 4;
 [[nodiscard]] int update_step(float* st, int64_t S, const float* x, float* out, int64_t n, const float* wt, int64_t ld,
                               int width, const float* bias, bool silu);
 
+// update_step for bf16 rows (bits in uint16_t) with S == width - 1: st and x bf16, out bf16, y n
+// floats of scratch; SiLU with the exp of degree 4 (vmath.h), as every 16-bit output.
+[[nodiscard]] int update_step_bf16(uint16_t* st, const uint16_t* x, uint16_t* out, float* y, int64_t n, const float* wt,
+                                   int64_t ld, int width, const float* bias, bool silu);
+
 // vmath.h's functions over rows, through the same clones as the kernels: what the tests check the
 // error bounds on. y[i] = exp(-|x[i]|), y[i] = silu(x[i]) (exp of degree 6 or 4),
 // out[i] = g[i] * silu'(y[i]).
