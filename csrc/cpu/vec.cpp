@@ -337,7 +337,7 @@ CC_VEC_INLINE void conv_cols_bwd_t(const float* const* x_rows, const float* __re
 // helpers taking and returning vectors are always inlined, so GCC's note that a 32-byte vector
 // argument has no fixed ABI without AVX (-Wpsabi) concerns no call that exists. Off for the rest of
 // the file: GCC reports it where the templates are instantiated, at the end of the file.
-#if defined(__GNUC__) && !defined(__clang__)
+#if defined(__GNUC__)  // GCC and Clang
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 typedef float V8 __attribute__((vector_size(32)));
