@@ -73,8 +73,9 @@ void update_rows(const UpdateParams& p, int64_t row_begin, int64_t row_end) {
 // The decode layout (one token, shifted state, x / out / state with channels contiguous and each
 // channel's state_len entries contiguous): a task is a block of kUpdateBlock channels over every
 // batch row, its weights converted once (tap-major, so the step reads them contiguously). fp32
-// rows are stepped in place (state, x and out used directly); other dtypes go through float
-// copies of the state block, x and out.
+// rows are stepped in place (state, x and out used directly), bf16 rows with state_len == width -
+// 1 too (vec::update_step_bf16: raw 16-bit state, taps widened in registers); the others go
+// through float copies of the state block, x and out.
 constexpr int64_t kUpdateBlock = 512;
 
 bool fits_decode_layout(const UpdateParams& p) {

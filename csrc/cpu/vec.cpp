@@ -334,8 +334,8 @@ CC_VEC_INLINE void conv_cols_bwd_t(const float* const* x_rows, const float* __re
 #if defined(CC_HAVE_SHUFFLEVECTOR)
 // 8 values as one vector (GCC / Clang vector extension): each clone lowers the constant shuffles
 // below to its own instructions (SSE registers in the baseline, AVX registers in v3 / v4). The
-// helpers taking and returning vectors are always inlined, so GCC's note that a 32-byte vector
-// argument has no fixed ABI without AVX (-Wpsabi) concerns no call that exists. Off for the rest of
+// helpers taking and returning vectors are always inlined, so the compilers' note that a 32-byte
+// vector argument has no fixed ABI without AVX (-Wpsabi) concerns no call that exists. Off for the rest of
 // the file: GCC reports it where the templates are instantiated, at the end of the file.
 #if defined(__GNUC__)  // GCC and Clang
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -361,9 +361,11 @@ CC_VEC_INLINE V8 as_floats(const U16x8& v) { return reinterpret_cast<V8>(__built
 // The decode step for state_len == width - 1 on 8 channels at c, for float (E = F32) or bf16
 // (E = Bf16: the state is shifted as raw 16-bit values, only the taps are widened): the state of
 // those channels is 8 * kH consecutive values (channel-major). The compiler vectorises that
-// stride-kH loop with lane permutes per element; here each tap is taken apart with blends and one
-// permute a vector, and the shifted state is the old one loaded one value further on with x
-// blended into every kH-th lane. out[c..c+8): the convolution before the activation, as floats.
+// stride-kH loop with lane permutes per element; here, for width 4, each tap is taken apart with
+// two blends and one permute and the shifted state is the old one loaded one value further on with
+// x blended into every third lane; width 3 takes the even and odd lanes of two vectors and
+// interleaves the odd ones with x; width 2 needs no shuffle. out[c..c+8): the convolution before
+// the activation, as floats.
 template <int kH, typename E>
 CC_VEC_INLINE void window_step8(typename E::S* st, const typename E::S* x, float* out, const float* wt, int64_t ld,
                                 const float* bias, int64_t c) {
@@ -456,8 +458,9 @@ CC_VEC_INLINE void update_step_t(float* st, int64_t S, const float* __restrict x
 
 // update_step_t for bf16 rows with state_len == width - 1 (the decode layout): st and x hold bf16
 // bits, out receives bf16, y is n floats of scratch. The state moves as raw 16-bit values (what
-// widening, shifting and rounding back would write, without the two conversion passes), the taps
-// are widened in registers, and SiLU and the rounding are one pass over y.
+// widening, shifting and rounding back would write, without the two conversion passes, except that
+// a NaN keeps its payload as a copy does), the taps are widened in registers, and SiLU and the
+// rounding are one pass over y.
 template <int kW, bool kSilu>
 CC_VEC_INLINE void update_step_bf16_t(uint16_t* st, const uint16_t* __restrict x, uint16_t* __restrict out,
                                       float* __restrict y, int64_t n, const float* __restrict wt, int64_t ld,
@@ -467,7 +470,10 @@ CC_VEC_INLINE void update_step_bf16_t(uint16_t* st, const uint16_t* __restrict x
 #if defined(CC_HAVE_SHUFFLEVECTOR)
   for (; c0 + 8 <= n; c0 += 8) window_step8<kH, Bf16>(st, x, y, wt, ld, bias, c0);
 #endif
-  for (int64_t c = c0; c < n; ++c) {  // the rest (all of it without the vector extension)
+  // The rest (all of it without the vector extension, e.g. GCC before 12): each iteration touches
+  // its own channel only.
+#pragma omp simd
+  for (int64_t c = c0; c < n; ++c) {
     uint16_t* f = st + c * kH;
     float a = bias[c] + wt[kH * ld + c] * Bf16::load(x[c]);
     for (int k = 0; k < kH; ++k) a += wt[k * ld + c] * Bf16::load(f[k]);
