@@ -96,6 +96,7 @@ class Runner:
         self.reps = 10 if args.quick else 30
         self.rotate_bytes = args.rotate_bytes
         self.rows = []
+        self.checks = []
         self.vllm = load_vllm(args.vllm) if args.vllm else None
 
     def add(self, impl, op, layout, shape, t, moved, variant=""):
@@ -105,6 +106,20 @@ class Runner:
         print(f"{impl:9} {op:8} {layout:5} {str(tuple(shape)):18} {variant:10} {row['us']:10.2f} us "
               f"{row['GBps']:7.1f} GB/s", flush=True)
         return t
+
+    def cross_check(self, op, layout, got, want, cache, cache2, qsl):
+        """Ours against vLLM on the same inputs (outputs (dim, tokens) within bf16 rounding, caches
+        bitwise); a disagreement is reported with the sequences it is in, not raised: our kernels'
+        correctness is the test suite's job, this says whether the two compute the same thing."""
+        bad = ((got.float() - want.float()).abs() > 2e-2 + 2e-2 * want.float().abs()).any(0)
+        seqs = []
+        if bad.any() and qsl is not None:
+            tokens = bad.nonzero().flatten()
+            seqs = sorted(set((torch.searchsorted(qsl.to(tokens.device), tokens.to(qsl.dtype), right=True) - 1).tolist()))
+        note = dict(op=op, layout=layout, tokens_differing=int(bad.sum()), sequences_differing=seqs,
+                    caches_equal=bool(torch.equal(cache, cache2)))
+        self.checks.append(note)
+        print(f"cross-check {op} {layout}: {note}", flush=True)
 
     def kernel_time(self, calls):
         """GPU: per call, from graph replays; CPU: median wall time of the calls in turn."""
@@ -161,8 +176,7 @@ class Runner:
         cs2 = cs.clone()
         got, want = causal_conv1d_fn(x, w, b, cs, qsl, idx, has_init, "silu"), \
             self.vllm.causal_conv1d_fn(x, w, b, cs2, qsl, idx, has_init, "silu", metadata=meta)
-        torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)
-        torch.testing.assert_close(cs, cs2, rtol=0, atol=0)
+        self.cross_check("prefill", layout, got, want, cs, cs2, qsl)
 
     def decode(self, batch, dim, layout, dtype="bf16", width=4, seed=0):
         from causal_conv1d import causal_conv1d_update as plain_update
@@ -193,8 +207,7 @@ class Runner:
         x, cs, i = torch.randn_like(sets[0][0]), sets[0][1], sets[0][2]
         x2, cs2 = x.clone(), cs.clone()
         got, want = causal_conv1d_update(x, cs, w, b, "silu", i), self.vllm.causal_conv1d_update(x2, cs2, w, b, "silu", i)
-        torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)
-        torch.testing.assert_close(cs, cs2, rtol=0, atol=0)
+        self.cross_check("decode", layout, got.t(), want.t(), cs, cs2, None)
 
 
 def main():
@@ -225,7 +238,7 @@ def main():
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
-            json.dump({"info": info, "rows": run.rows}, f, indent=1)
+            json.dump({"info": info, "rows": run.rows, "vllm_cross_checks": run.checks}, f, indent=1)
     return 0
 
 

@@ -59,6 +59,20 @@ __global__ void __launch_bounds__(kServingPlanThreads)
   if (threadIdx.x == 0) first_work[p.batch] = carry;
 }
 
+// The sequence i with first_work[i] <= work < first_work[i + 1] (empty sequences have no work).
+__device__ __forceinline__ int64_t work_sequence(const int32_t* first_work, int64_t batch, int64_t work) {
+  int64_t lo = 0, hi = batch;
+  while (hi - lo > 1) {
+    const int64_t mid = (lo + hi) / 2;
+    if (first_work[mid] <= work) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
 // Weights and bias of channel c as floats.
 template <int kWidth, typename Params>
 __device__ __forceinline__ void channel_weights(const Params& p, int64_t c, float (&w)[kWidth], float& bias) {
@@ -86,17 +100,7 @@ __global__ void CC_LAUNCH_BOUNDS(serving_fwd_tuning(kTargetFamily))
 
   const int32_t total_work = first_work[p.batch];
   for (int64_t work = blockIdx.y; work < total_work; work += gridDim.y) {
-    // The sequence i with first_work[i] <= work < first_work[i + 1] (empty sequences have no work).
-    int64_t lo = 0, hi = p.batch;
-    while (hi - lo > 1) {
-      const int64_t mid = (lo + hi) / 2;
-      if (first_work[mid] <= work) {
-        lo = mid;
-      } else {
-        hi = mid;
-      }
-    }
-    const int64_t i = lo;
+    const int64_t i = work_sequence(first_work, p.batch, work);
     const int64_t t0 = (work - first_work[i]) * kTune.chunk;
     const ServingRow r = serving_fwd_row(p, i);
     const int64_t t1 = min(t0 + int64_t(kTune.chunk), r.len);
@@ -126,6 +130,98 @@ __global__ void CC_LAUNCH_BOUNDS(serving_fwd_tuning(kTargetFamily))
       static_for<kWidth>([&](auto k) { acc += w[k] * win[k]; });
       out[t * p.out_l_stride] = from_float<T>(kSilu ? silu_to<T>(acc) : acc);
       static_for<kHalo>([&](auto k) { win[k] = win[k + 1]; });
+    }
+  }
+}
+
+// The prefill's vector path: x and out keep dim contiguous (vLLM's layout) with token pitches
+// that are multiples of kC = kServingVecBytes / sizeof(T), and dim is a multiple of kC. A thread
+// owns kC consecutive channels, so a warp reads and writes contiguous runs of a token row (the
+// scalar kernel above moves 2 bytes a lane for 16-bit data), and loads `ring` rows ahead of the one
+// it computes, as the channel-last forward does. Work items, windows and padding as above.
+template <typename T, int kWidth, int kC, bool kSilu>
+__global__ void CC_LAUNCH_BOUNDS(serving_fwd_tuning(kTargetFamily))
+    serving_fwd_vec_kernel(ServingFwdParams p, const int32_t* first_work) {
+  constexpr ServingFwdTuning kTune = serving_fwd_tuning(kTargetFamily);
+  constexpr int kHalo = kWidth - 1;
+  constexpr int kRing = kTune.ring;
+  static_assert(kTune.chunk >= kHalo, "a sequence's first chunk must hold every token that reads its initial window");
+  using Data = Packed<T, kC>;
+  const int64_t c0 = (int64_t(blockIdx.x) * kTune.threads + threadIdx.x) * kC;
+  if (c0 >= p.dim) return;
+  float w[kWidth][kC], bias[kC];
+  static_for<kC>([&](auto e) {
+    float wc[kWidth];
+    channel_weights<kWidth>(p, c0 + e, wc, bias[e]);
+    static_for<kWidth>([&](auto k) { w[k][e] = wc[k]; });
+  });
+  const int64_t xs = p.x_l_stride, os = p.out_l_stride;
+
+  const int32_t total_work = first_work[p.batch];
+  for (int64_t work = blockIdx.y; work < total_work; work += gridDim.y) {
+    const int64_t i = work_sequence(first_work, p.batch, work);
+    const int64_t t0 = (work - first_work[i]) * kTune.chunk;
+    const ServingRow r = serving_fwd_row(p, i);
+    const int n = int(min(t0 + int64_t(kTune.chunk), r.len) - t0);
+    const T* x = static_cast<const T*>(p.x) + r.start * xs + c0;
+    T* o_row = static_cast<T*>(p.out) + (r.start + t0) * os + c0;
+    if (r.skip) {
+      PackedBuilder<T, kC> zero;
+      static_for<kC>([&](auto e) { zero.template set<decltype(e)::value>(0.0f); });
+      for (int s = 0; s < n; ++s) store_packed<output_hint(kTune.nt_store)>(o_row + s * os, zero.out);
+      continue;
+    }
+    // The window before t0, packed like the loads: the initial window (or zeros) in the first
+    // chunk, read channel by channel (any cache layout), x's tokens in the others.
+    Data win[kHalo];
+    if (t0 == 0) {
+      const bool init = p.has_initial_state && p.has_initial_state[i * p.his_stride];
+      const T* in = static_cast<const T*>(p.conv_states) + r.in_line * p.state_line_stride + c0 * p.state_c_stride;
+      static_for<kHalo>([&](auto k) {
+        PackedBuilder<T, kC> b;
+        static_for<kC>([&](auto e) {
+          b.template set<decltype(e)::value>(
+              init ? to_float(in[int64_t(e) * p.state_c_stride + int64_t(k) * p.state_l_stride]) : 0.0f);
+        });
+        win[k] = b.out;
+      });
+    } else {
+      static_for<kHalo>([&](auto k) { win[k] = load_packed<T, kC>(x + (t0 - kHalo + int64_t(k)) * xs); });
+    }
+    Data ring[kRing];
+    static_for<kRing>([&](auto j) {
+      if (j < n) ring[j] = load_packed<T, kC>(x + (t0 + j) * xs);
+    });
+    const T* x_next = x + (t0 + kRing) * xs;
+    // Not unrolled further: unrolled, nvcc spilled 12 bytes in the bf16 width-4 kernel at 64
+    // registers (sm_90).
+#pragma unroll 1
+    for (int s0 = 0; s0 < n; s0 += kRing) {
+      static_for<kRing>([&](auto j) {
+        const int s = s0 + j;
+        if (s >= n) return;
+        const Data cur = ring[j];
+        if (s + kRing < n) {
+          ring[j] = load_packed<T, kC>(x_next);
+          x_next += xs;
+        }
+        PackedBuilder<T, kC> res;
+        static_for<kC>([&](auto e) {
+          constexpr int kE = decltype(e)::value;
+          float acc = fmaf(w[kHalo][kE], packed_elem<T, kE>(cur), bias[kE]);
+          static_for<kHalo>([&](auto k) { acc = fmaf(w[k][kE], packed_elem<T, kE>(win[k]), acc); });
+          res.template set<kE>(kSilu ? silu_to<T>(acc) : acc);
+        });
+        store_packed<output_hint(kTune.nt_store)>(o_row, res.out);
+        o_row += os;
+        static_for<kHalo>([&](auto k) {
+          if constexpr (decltype(k)::value + 1 < kHalo) {
+            win[k] = win[k + 1];
+          } else {
+            win[k] = cur;
+          }
+        });
+      });
     }
   }
 }
@@ -226,6 +322,15 @@ __global__ void CC_LAUNCH_BOUNDS(serving_update_tuning(kTargetFamily)) serving_u
   }
 }
 
+// Whether the prefill can take serving_fwd_vec_kernel: x and out with dim contiguous, dim and
+// both token pitches multiples of kC, and both tensors aligned to kC elements.
+bool serving_fwd_vectors(const ServingFwdParams& p, int kC) {
+  const int64_t bytes = int64_t(kC) * dtype_size(p.x_dtype);
+  return p.x_c_stride == 1 && p.out_c_stride == 1 && p.dim % kC == 0 && p.x_l_stride % kC == 0 &&
+         p.out_l_stride % kC == 0 && reinterpret_cast<uintptr_t>(p.x) % bytes == 0 &&
+         reinterpret_cast<uintptr_t>(p.out) % bytes == 0;
+}
+
 }  // namespace
 
 int serving_fwd_workspace_elems(const ServingFwdParams& p, const DeviceDesc&, int64_t* elems) {
@@ -249,7 +354,14 @@ int launch_serving_fwd(const ServingFwdParams& p, int32_t* workspace, const Devi
     using T = typename decltype(tag)::type;
     return dispatch_width(p.width, [&](auto W) {
       return dispatch_bool(p.silu, [&](auto Silu) {
-        serving_fwd_kernel<T, decltype(W)::value, decltype(Silu)::value><<<grid, tune.threads, 0, s>>>(p, workspace);
+        constexpr int kC = kServingVecBytes / int(sizeof(T));
+        if (serving_fwd_vectors(p, kC)) {
+          const dim3 vgrid(ceil_div_u(p.dim / kC, tune.threads), grid.y);
+          serving_fwd_vec_kernel<T, decltype(W)::value, kC, decltype(Silu)::value>
+              <<<vgrid, tune.threads, 0, s>>>(p, workspace);
+        } else {
+          serving_fwd_kernel<T, decltype(W)::value, decltype(Silu)::value><<<grid, tune.threads, 0, s>>>(p, workspace);
+        }
         if (const int status = launch_status()) return status;
         const dim3 states_grid(grid.x, static_cast<unsigned>(std::min<int64_t>(p.batch, tune.max_grid_y)));
         serving_fwd_states_kernel<T, decltype(W)::value><<<states_grid, tune.threads, 0, s>>>(p);

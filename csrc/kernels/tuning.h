@@ -286,27 +286,34 @@ __host__ __device__ constexpr VarlenTuning varlen_tuning(ArchFamily) { return {2
 // consecutive channels: vLLM's x and cache keep dim contiguous, so a warp reads whole token rows),
 // a rolling window in registers. Prefill blocks take chunks of `chunk` tokens of one sequence.
 struct ServingFwdTuning {
-  int threads;     // channels per block
+  int threads;     // channels (scalar kernel) or channel groups (vector kernel) per block
   int occupancy;   // CC_LAUNCH_BOUNDS: NVIDIA blocks per SM, AMD waves per SIMD
   int chunk;       // tokens per block: a chunk re-reads width - 1 tokens of halo (at most 3 / 64 = 5%)
   int max_grid_y;  // work rows in the grid (the y limit); blocks loop over the rest
+  int ring;        // vector kernel: token rows loaded ahead of the one computed (kServingVecBytes each)
+  bool nt_store;   // AMD: nontemporal stores for out (written once, never read back)
 };
+
+// Bytes of channels a thread owns on the prefill's vector path: 8, as the channel-last forward
+// (fwd_cl_tuning: 16 bytes needed more than its 64-register budget for the window and weights).
+constexpr int kServingVecBytes = 8;
 
 __host__ __device__ constexpr ServingFwdTuning serving_fwd_tuning(ArchFamily f) {
   switch (f) {
-    // 8 blocks of 128 threads per SM (registers capped at 64: the kernel needs ~30) with the token
-    // loop unrolled by 2 (by 4 it spills scalar registers on gfx1201): 2 loads in flight a thread
-    // x 2 B x 1024 threads = 4 KB per SM, far short of the ~30 KB sm90 needs; a version with
-    // 16-byte loads per lane is the next step (not measured yet).
-    case ArchFamily::kNvidia: return {128, 8, 64, 65535};
-    // RDNA: 12 waves/SIMD (the compile report's floor; <= 128 VGPRs) x 2 SIMDs x 32 lanes x 2
-    // loads x 2 B = 3 KB per CU against the ~10 KB gfx1201 needs (not measured: no AMD GPU).
-    case ArchFamily::kRdna4: return {128, 12, 64, 65535};
-    case ArchFamily::kRdna3: return {128, 12, 64, 65535};
-    // wave64: 2 waves per block; 6 waves/SIMD is the compile report's floor.
-    case ArchFamily::kCdna: return {128, 6, 64, 65535};
+    // 8 blocks of 128 threads per SM (registers capped at 64), the geometry of the channel-last
+    // forward, which the vector kernel follows (2 rows of 8 B ahead there: 77.6% of copy). The
+    // scalar kernel (x without dim contiguous) needs ~30 registers with its token loop unrolled by
+    // 2 (by 4 it spills scalar registers on gfx1201). Not measured yet.
+    case ArchFamily::kNvidia: return {128, 8, 64, 65535, 2, false};
+    // RDNA: 12 waves/SIMD (the compile report's floor; <= 128 VGPRs) x 2 SIMDs x 32 lanes x 2 rows
+    // x 8 B = 12 KB per CU in flight against the ~10 KB gfx1201 needs (not measured: no AMD GPU).
+    case ArchFamily::kRdna4: return {128, 12, 64, 65535, 2, true};
+    case ArchFamily::kRdna3: return {128, 12, 64, 65535, 2, true};
+    // wave64: 2 waves per block; 6 waves/SIMD is the compile report's floor (24 KB per CU in
+    // flight, as the channel-last forward).
+    case ArchFamily::kCdna: return {128, 6, 64, 65535, 2, true};
   }
-  return {128, 8, 64, 65535};
+  return {128, 8, 64, 65535, 2, false};
 }
 
 // The serving decode update (serving.hip): a thread owns one channel of one row (its few tokens
