@@ -34,15 +34,13 @@ import json
 import math
 import os
 import re
-import statistics
 import sys
-import time
 import types
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import DTYPES, copy_bandwidth, device_info, esize, graph_time, time_calls  # noqa: E402
+from bench import DTYPES, copy_bandwidth, cpu_time, device_info, esize, graph_time, time_calls  # noqa: E402
 
 
 def load_vllm(path):
@@ -122,17 +120,10 @@ class Runner:
         print(f"cross-check {op} {layout}: {note}", flush=True)
 
     def kernel_time(self, calls):
-        """GPU: per call, from graph replays; CPU: median wall time of the calls in turn."""
+        """GPU: per call, from graph replays; CPU (one buffer set): bench.py's median wall time."""
         if self.gpu:
             return graph_time(calls)
-        for c in calls:
-            c()
-        samples = []
-        for i in range(max(self.reps, len(calls))):
-            t0 = time.perf_counter()
-            calls[i % len(calls)]()
-            samples.append(time.perf_counter() - t0)
-        return statistics.median(samples)
+        return cpu_time(calls[0], min_reps=self.reps, min_seconds=0.05)
 
     def sets(self, nbytes):
         return max(1, math.ceil(self.rotate_bytes / max(nbytes, 1))) if self.gpu else 1
