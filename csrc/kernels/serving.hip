@@ -17,9 +17,11 @@
 // from serving_fwd_states_kernel, launched after it: every initial window has been read by then,
 // so a line that is both read and written (in_line == out_line) needs no ordering inside a kernel.
 //
-// Decode. Thread c of block (cx, row) owns channel c of one row: it reads the row's window into
-// registers, writes the new state from them and from x, then computes the outputs into x in place
-// (each token is read before its output replaces it).
+// Decode. Thread c of block (cx, row) owns channel c of one row (serving_update_kernel), or, when x
+// and the cache keep dim contiguous as vLLM lays them out, kServingVecBytes of channels
+// (serving_update_vec_kernel): it reads the row's window into registers, writes the new state from
+// them and from x, then computes the outputs into x in place (each token is read before its output
+// replaces it).
 //
 // Padded and invalid entries (serving_fwd_row / serving_update_row) get zero outputs and no state
 // access; invalid offsets are clamped into x: an unvalidated call never touches memory outside its
@@ -322,6 +324,84 @@ __global__ void CC_LAUNCH_BOUNDS(serving_update_tuning(kTargetFamily)) serving_u
   }
 }
 
+// Decode's vector path: x and the cache keep dim contiguous (vLLM's layouts; serving_update_vectors
+// says exactly when). A thread owns kC = kServingVecBytes / sizeof(T) consecutive channels of a
+// row, so a warp moves contiguous runs of each token row and cache position (the scalar kernel
+// moves 2 bytes a lane for 16-bit data). The row's first token is loaded before its cache line is
+// known (x's address does not depend on it), so its load overlaps the index lookup; the window is
+// kHalo vector loads; the new state and the outputs come from registers. One row a block row, as
+// the scalar kernel: looping a thread over rows with the next row's loads in flight, as the plain
+// update does, was slower here (the index lookup puts two dependent loads in each row's chain;
+// benchmarks/NOTES.md, seventh session). Rows, padding and speculative offsets as in the scalar
+// kernel.
+template <typename T, int kWidth, int kC, bool kSilu>
+__global__ void CC_LAUNCH_BOUNDS(serving_update_tuning(kTargetFamily))
+    serving_update_vec_kernel(ServingUpdateParams p) {
+  constexpr ServingUpdateTuning kTune = serving_update_tuning(kTargetFamily);
+  constexpr int kHalo = kWidth - 1;
+  using Data = Packed<T, kC>;
+  const int64_t c0 = (int64_t(blockIdx.x) * kTune.threads + threadIdx.x) * kC;
+  if (c0 >= p.dim) return;
+  float w[kWidth][kC], bias[kC];
+  static_for<kC>([&](auto e) {
+    float wc[kWidth];
+    channel_weights<kWidth>(p, c0 + e, wc, bias[e]);
+    static_for<kWidth>([&](auto k) { w[k][e] = wc[k]; });
+  });
+  const int64_t sl = p.state_l_stride, xs = p.x_l_stride;
+  const bool varlen = p.query_start_loc.data != nullptr;
+
+  for (int64_t i = blockIdx.y; i < p.batch; i += gridDim.y) {
+    int64_t offset, new_len;
+    const ServingRow r = serving_update_row(p, i, &offset, &new_len);
+    if (r.len == 0) continue;
+    T* x = static_cast<T*>(p.x) + (varlen ? r.start * xs : i * p.x_batch_stride) + c0;
+    const Data x0 = load_packed<T, kC>(x);
+    if (r.skip) {
+      PackedBuilder<T, kC> zero;
+      static_for<kC>([&](auto e) { zero.template set<decltype(e)::value>(0.0f); });
+      for (int64_t t = 0; t < r.len; ++t) store_packed<StoreHint::kOutput>(x + t * xs, zero.out);
+      continue;
+    }
+    T* states = static_cast<T*>(p.conv_state) + c0;
+    const T* in = states + r.in_line * p.state_line_stride;
+    Data win[kHalo];
+    static_for<kHalo>([&](auto k) { win[k] = load_packed<T, kC>(in + (offset + int64_t(k)) * sl); });
+
+    // New state: the last new_len entries of [window, x], read before x is overwritten.
+    if (r.out_line >= 0) {
+      T* dst = states + r.out_line * p.state_line_stride;
+      const int64_t drop = kHalo + r.len - new_len;  // entries of [window, x] the state does not keep
+      static_for<kHalo>([&](auto k) {
+        if (int64_t(k) >= drop) store_packed<StoreHint::kPlain>(dst + (int64_t(k) - drop) * sl, win[k]);
+      });
+      for (int64_t t = max(drop - kHalo, int64_t(0)); t < r.len; ++t) {
+        store_packed<StoreHint::kPlain>(dst + (kHalo + t - drop) * sl, t == 0 ? x0 : load_packed<T, kC>(x + t * xs));
+      }
+    }
+
+    Data cur = x0;
+    for (int64_t t = 0; t < r.len; ++t) {
+      if (t > 0) cur = load_packed<T, kC>(x + t * xs);
+      PackedBuilder<T, kC> res;
+      static_for<kC>([&](auto e) {
+        constexpr int kE = decltype(e)::value;
+        float acc = fmaf(w[kHalo][kE], packed_elem<T, kE>(cur), bias[kE]);
+        static_for<kHalo>([&](auto k) { acc = fmaf(w[k][kE], packed_elem<T, kE>(win[k]), acc); });
+        res.template set<kE>(kSilu ? silu_to<T>(acc) : acc);
+      });
+      store_packed<StoreHint::kOutput>(x + t * xs, res.out);
+      static_for<kHalo>([&](auto k) {
+        if constexpr (decltype(k)::value + 1 < kHalo) {
+          win[k] = win[k + 1];
+        } else {
+          win[k] = cur;
+        }
+      });
+    }
+  }
+}
+
 // Whether the prefill can take serving_fwd_vec_kernel: x and out with dim contiguous, dim and
 // both token pitches multiples of kC, and both tensors aligned to kC elements.
 bool serving_fwd_vectors(const ServingFwdParams& p, int kC) {
@@ -329,6 +409,19 @@ bool serving_fwd_vectors(const ServingFwdParams& p, int kC) {
   return p.x_c_stride == 1 && p.out_c_stride == 1 && p.dim % kC == 0 && p.x_l_stride % kC == 0 &&
          p.out_l_stride % kC == 0 && reinterpret_cast<uintptr_t>(p.x) % bytes == 0 &&
          reinterpret_cast<uintptr_t>(p.out) % bytes == 0;
+}
+
+// Whether the decode can take serving_update_vec_kernel: x and the cache with dim contiguous, dim,
+// the x pitches the call uses (rows unless varlen, tokens when varlen or seqlen > 1) and the
+// cache's line and position pitches multiples of kC, and both tensors aligned to kC elements.
+bool serving_update_vectors(const ServingUpdateParams& p, int kC) {
+  const int64_t bytes = int64_t(kC) * dtype_size(p.x_dtype);
+  const bool varlen = p.query_start_loc.data != nullptr;
+  const bool rows_ok = varlen || p.x_batch_stride % kC == 0;
+  const bool tokens_ok = (!varlen && p.seqlen <= 1) || p.x_l_stride % kC == 0;
+  return p.x_c_stride == 1 && p.state_c_stride == 1 && p.dim % kC == 0 && rows_ok && tokens_ok &&
+         p.state_line_stride % kC == 0 && p.state_l_stride % kC == 0 && reinterpret_cast<uintptr_t>(p.x) % bytes == 0 &&
+         reinterpret_cast<uintptr_t>(p.conv_state) % bytes == 0;
 }
 
 }  // namespace
@@ -381,7 +474,13 @@ int launch_serving_update(const ServingUpdateParams& p, const DeviceDesc& dev, v
     using T = typename decltype(tag)::type;
     return dispatch_width(p.width, [&](auto W) {
       return dispatch_bool(p.silu, [&](auto Silu) {
-        serving_update_kernel<T, decltype(W)::value, decltype(Silu)::value><<<grid, tune.threads, 0, s>>>(p);
+        constexpr int kC = kServingVecBytes / int(sizeof(T));
+        if (serving_update_vectors(p, kC)) {
+          const dim3 vgrid(ceil_div_u(p.dim / kC, tune.threads), grid.y);
+          serving_update_vec_kernel<T, decltype(W)::value, kC, decltype(Silu)::value><<<vgrid, tune.threads, 0, s>>>(p);
+        } else {
+          serving_update_kernel<T, decltype(W)::value, decltype(Silu)::value><<<grid, tune.threads, 0, s>>>(p);
+        }
         return launch_status();
       });
     });

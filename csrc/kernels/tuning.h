@@ -294,8 +294,10 @@ struct ServingFwdTuning {
   bool nt_store;   // AMD: nontemporal stores for out (written once, never read back)
 };
 
-// Bytes of channels a thread owns on the prefill's vector path: 8, as the channel-last forward
-// (fwd_cl_tuning: 16 bytes needed more than its 64-register budget for the window and weights).
+// Bytes of channels a thread owns on the serving kernels' vector paths (prefill and decode): 8, as
+// the channel-last forward (fwd_cl_tuning: 16 bytes needed more than its 64-register budget for
+// the window and weights; the decode kernel at 8 bytes takes 56-64 registers on sm_90, the budget
+// of serving_update_tuning's 16 blocks of 64 threads).
 constexpr int kServingVecBytes = 8;
 
 __host__ __device__ constexpr ServingFwdTuning serving_fwd_tuning(ArchFamily f) {
@@ -327,8 +329,12 @@ struct ServingUpdateTuning {
 
 __host__ __device__ constexpr ServingUpdateTuning serving_update_tuning(ArchFamily f) {
   switch (f) {
-    // The same residency as update_tuning (16 blocks of 64 threads, <= 64 registers; the kernel
-    // needs ~30): a decode step is latency-bound, resident warps hide it.
+    // The same residency as update_tuning (16 blocks of 64 threads, <= 64 registers; the scalar
+    // kernel needs ~30, the vector one 56-64): a decode step is latency-bound, resident warps hide
+    // it. One row a block row: the vector kernel looping a thread over 64 grid rows with the next
+    // row's loads in flight (update_tuning's design) took 9.5-10.0 / 30.9-31.4 us at batch 64 / 256
+    // (H200, bf16, dim 8192) against 7.05 / 17.9 (each row's index lookup is a dependent load
+    // that the loop serialises); at 8 blocks (no spills) 8.7 / 18.3.
     case ArchFamily::kNvidia: return {64, 16, 65535};
     // 12 waves/SIMD, the compile report's floor (the kernel needs ~30 VGPRs on gfx1201).
     case ArchFamily::kRdna4: return {64, 12, 65535};

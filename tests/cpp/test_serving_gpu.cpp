@@ -107,17 +107,25 @@ INSTANTIATE_TEST_SUITE_P(Serving, GpuServingFwd,
                                            ServingCase{DType::kFloat16, 3, true},
                                            ServingCase{DType::kBFloat16, 2, false}));
 
-class GpuServingUpdate : public ::testing::TestWithParam<ServingCase> {};
+// dim_cache: the cache keeps dim contiguous, as vLLM allocates it (the vector kernel; kDim is a
+// multiple of its channel groups); otherwise state contiguous (the scalar kernel).
+struct ServingUpdateCase {
+  DType t;
+  int width;
+  bool dim_cache;
+};
+
+class GpuServingUpdate : public ::testing::TestWithParam<ServingUpdateCase> {};
 
 TEST_P(GpuServingUpdate, VarlenSpeculativeMatchesCpu) {
   if (!cc_test::have_gpu()) GTEST_SKIP() << "no GPU visible";
-  const ServingCase sc = GetParam();
+  const ServingUpdateCase sc = GetParam();
   // Rows of 2, 0, 3, 1 tokens (varlen); row 3 is padding (line 0, the null block).
   const std::vector<int32_t> qsl = {0, 2, 2, 5, 6}, lines = {4, 2, 7, 0}, accepted = {1, 2, 3, 1};
   const int64_t batch = 4, tokens = 7;  // one token of no row at the end
   Buffer x = cc_test::random_buffer(sc.t, tokens * kDim, 5);
   Buffer w = cc_test::random_buffer(sc.t, kDim * sc.width, 6);
-  Buffer cache = cc_test::random_buffer(sc.t, kLines * kDim * kStateLen, 7);  // (lines, dim, state)
+  Buffer cache = cc_test::random_buffer(sc.t, kLines * kDim * kStateLen, 7);
   Buffer x_cpu = x, x_gpu = x, cache_cpu = cache, cache_gpu = cache;
 
   ServingUpdateParams p;
@@ -125,7 +133,8 @@ TEST_P(GpuServingUpdate, VarlenSpeculativeMatchesCpu) {
   p.width = sc.width, p.x_dtype = sc.t, p.w_dtype = sc.t, p.silu = false;
   p.x_c_stride = 1, p.x_l_stride = kDim;
   p.weight_c_stride = sc.width, p.weight_w_stride = 1;
-  p.state_line_stride = kDim * kStateLen, p.state_c_stride = kStateLen, p.state_l_stride = 1;
+  p.state_line_stride = kDim * kStateLen;
+  p.state_c_stride = sc.dim_cache ? 1 : kStateLen, p.state_l_stride = sc.dim_cache ? kDim : 1;
   p.padding.has_null_block = true;
   ServingUpdateParams pc = p;
   pc.x = x_cpu.data(), pc.weight = w.data(), pc.conv_state = cache_cpu.data();
@@ -147,9 +156,11 @@ TEST_P(GpuServingUpdate, VarlenSpeculativeMatchesCpu) {
   EXPECT_EQ(cache_gpu.bytes, cache_cpu.bytes) << "the cache holds copies of inputs: bit for bit";
 }
 
-INSTANTIATE_TEST_SUITE_P(Serving, GpuServingUpdate,
-                         ::testing::Values(ServingCase{DType::kFloat32, 4, false},
-                                           ServingCase{DType::kBFloat16, 3, false},
-                                           ServingCase{DType::kFloat16, 2, false}));
+INSTANTIATE_TEST_SUITE_P(
+    Serving, GpuServingUpdate,
+    ::testing::Values(ServingUpdateCase{DType::kFloat32, 4, false}, ServingUpdateCase{DType::kBFloat16, 3, false},
+                      ServingUpdateCase{DType::kFloat16, 2, false}, ServingUpdateCase{DType::kFloat32, 4, true},
+                      ServingUpdateCase{DType::kBFloat16, 3, true}, ServingUpdateCase{DType::kBFloat16, 4, true},
+                      ServingUpdateCase{DType::kFloat16, 2, true}));
 
 }  // namespace
