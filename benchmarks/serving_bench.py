@@ -208,6 +208,7 @@ def main():
     ap.add_argument("--device", choices=["gpu", "cpu"], default="gpu")
     ap.add_argument("--quick", action="store_true", help="small shapes, fewer repetitions (a smoke run)")
     ap.add_argument("--rotate-bytes", type=float, default=256e6)
+    ap.add_argument("--only", choices=["prefill", "decode"], help="time one of the two (default: both)")
     args = ap.parse_args()
     if args.device == "gpu" and not torch.cuda.is_available():
         print("serving_bench.py needs a GPU (or --device cpu)", file=sys.stderr)
@@ -218,11 +219,13 @@ def main():
         info["copy_GBps"] = copy_bandwidth() / 1e9
         print(f"{info['device']}: device-to-device copy {info['copy_GBps']:.0f} GB/s (read + write)", flush=True)
     batch, dim, max_len = (4, 256, 40) if args.quick else (64, 8192, 2048)
-    for layout in ("dim", "state"):
-        run.prefill(batch, dim, max_len, layout)
-    for b in (1, 8) if args.quick else (1, 64, 256):
+    if args.only != "decode":
         for layout in ("dim", "state"):
-            run.decode(b, dim, layout)
+            run.prefill(batch, dim, max_len, layout)
+    if args.only != "prefill":
+        for b in (1, 8) if args.quick else (1, 64, 256):
+            for layout in ("dim", "state"):
+                run.decode(b, dim, layout)
     if "copy_GBps" in info:
         for r in run.rows:
             r["pct_copy"] = 100 * r["GBps"] / info["copy_GBps"]

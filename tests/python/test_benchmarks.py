@@ -21,3 +21,12 @@ def test_serving_bench_cpu_smoke(tmp_path):
         assert ("decode", layout, "indices") in seen
     assert ("fwd", "cl", "same tokens") in seen and ("update", "state", "plain") in seen
     assert all(r["us"] > 0 and r["GBps"] > 0 for r in rows)
+
+
+def test_serving_bench_only_decode(tmp_path):
+    out = tmp_path / "serving.json"
+    script = os.path.join(ROOT, "benchmarks", "serving_bench.py")
+    subprocess.run([sys.executable, script, "--device", "cpu", "--quick", "--only", "decode", "--json", str(out)],
+                   check=True, cwd=tmp_path)
+    ops = {r["op"] for r in json.load(open(out))["rows"]}
+    assert ops == {"decode", "update"}
