@@ -329,7 +329,8 @@ __global__ void CC_LAUNCH_BOUNDS(serving_update_tuning(kTargetFamily)) serving_u
 // row, so a warp moves contiguous runs of each token row and cache position (the scalar kernel
 // moves 2 bytes a lane for 16-bit data). The row's first token is loaded before its cache line is
 // known (x's address does not depend on it), so its load overlaps the index lookup; the window is
-// kHalo vector loads; the new state and the outputs come from registers. One row a block row, as
+// kHalo vector loads; a one-token row's new state and output come from registers (a row's later
+// tokens are read from x again). One row a block row, as
 // the scalar kernel: looping a thread over rows with the next row's loads in flight, as the plain
 // update does, was slower here (the index lookup puts two dependent loads in each row's chain;
 // benchmarks/NOTES.md, seventh session). Rows, padding and speculative offsets as in the scalar

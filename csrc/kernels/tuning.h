@@ -318,8 +318,9 @@ __host__ __device__ constexpr ServingFwdTuning serving_fwd_tuning(ArchFamily f) 
   return {128, 8, 64, 65535, 2, false};
 }
 
-// The serving decode update (serving.hip): a thread owns one channel of one row (its few tokens
-// walked with the window in registers). Small blocks for the same reason as update_tuning: at
+// The serving decode update (serving.hip): a thread owns one channel of one row, or kServingVecBytes
+// of channels on the vector path (x and cache with dim contiguous); its few tokens are walked with
+// the window in registers. Small blocks for the same reason as update_tuning: at
 // batch 1 the grid must still reach every CU (dim 8192 / 64 = 128 blocks).
 struct ServingUpdateTuning {
   int threads;
@@ -329,14 +330,15 @@ struct ServingUpdateTuning {
 
 __host__ __device__ constexpr ServingUpdateTuning serving_update_tuning(ArchFamily f) {
   switch (f) {
-    // The same residency as update_tuning (16 blocks of 64 threads, <= 64 registers; the scalar
-    // kernel needs ~30, the vector one 56-64): a decode step is latency-bound, resident warps hide
-    // it. One row a block row: the vector kernel looping a thread over 64 grid rows with the next
+    // The same residency as update_tuning (16 blocks of 64 threads, <= 64 registers; sm_90: the
+    // scalar kernel takes 48-56, the vector one 56-64, no spills): a decode step is latency-bound,
+    // resident warps hide it. One row a block row: the vector kernel looping a thread over 64 grid rows with the next
     // row's loads in flight (update_tuning's design) took 9.5-10.0 / 30.9-31.4 us at batch 64 / 256
     // (H200, bf16, dim 8192) against 7.05 / 17.9 (each row's index lookup is a dependent load
     // that the loop serialises); at 8 blocks (no spills) 8.7 / 18.3.
     case ArchFamily::kNvidia: return {64, 16, 65535};
-    // 12 waves/SIMD, the compile report's floor (the kernel needs ~30 VGPRs on gfx1201).
+    // 12 waves/SIMD, the compile report's floor (gfx1201: the scalar kernel needs 28 VGPRs, the
+    // vector one 49).
     case ArchFamily::kRdna4: return {64, 12, 65535};
     case ArchFamily::kRdna3: return {64, 12, 65535};
     // gfx942 spills VGPRs at 8 waves/SIMD (64 VGPRs: its scalar-register spills go to VGPR lanes);
