@@ -101,7 +101,7 @@ class Runner:
         row = dict(impl=impl, op=op, layout=layout, shape=list(shape), variant=variant, us=t * 1e6,
                    GBps=moved / t / 1e9)
         self.rows.append(row)
-        print(f"{impl:9} {op:8} {layout:5} {str(tuple(shape)):18} {variant:10} {row['us']:10.2f} us "
+        print(f"{impl:9} {op:8} {layout:5} {str(tuple(shape)):18} {variant:14} {row['us']:10.2f} us "
               f"{row['GBps']:7.1f} GB/s", flush=True)
         return t
 
@@ -190,6 +190,12 @@ class Runner:
         self.add("ours", "update", "state", shape,
                  self.kernel_time([lambda x=x, s=s: plain_update(x, s, w, b, "silu") for x, s in plain]), nbytes,
                  "plain")
+        # The plain update through a cache and conv_state_indices (upstream's batch gather), on the
+        # state-contiguous caches: what the index lookup costs the plain kernel.
+        if layout == "state":
+            gathered = [lambda x=x, cs=cs, i=i: plain_update(x, cs, w, b, "silu", conv_state_indices=i)
+                        for x, cs, i in sets]
+            self.add("ours", "update", "state", shape, self.kernel_time(gathered), nbytes, "plain, indices")
         if self.vllm is None:
             return
         theirs = [lambda x=x, cs=cs, i=i: self.vllm.causal_conv1d_update(x, cs, w, b, "silu", i) for x, cs, i in sets]

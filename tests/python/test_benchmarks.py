@@ -20,6 +20,7 @@ def test_serving_bench_cpu_smoke(tmp_path):
         assert ("prefill", layout, "") in seen
         assert ("decode", layout, "indices") in seen
     assert ("fwd", "cl", "same tokens") in seen and ("update", "state", "plain") in seen
+    assert ("update", "state", "plain, indices") in seen
     assert all(r["us"] > 0 and r["GBps"] > 0 for r in rows)
 
 
