@@ -5,15 +5,18 @@ namespace cc_test {
 std::vector<Case> fwd_cases() {
   std::vector<Case> v;
   const DType types[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
-  for (DType xt : types)
-    for (DType wt : types)
+  for (int xi = 0; xi < 3; ++xi)
+    for (int wi = 0; wi < 3; ++wi)
       for (int width = causal_conv1d::kMinWidth; width <= causal_conv1d::kMaxWidth; ++width)
         for (bool cl : {false, true}) {
-          // Features rotate with the case index so every combination of layout, width and dtype
-          // sees each feature without the product exploding.
-          const size_t i = v.size();
-          const bool states = i % 3 == 0, seq = !states && i % 3 == 1;
-          v.push_back({xt, wt, width, cl, i % 2 == 0, i % 4 != 3, states, seq, 2, 67, 131});
+          // Features rotate so that every layout, width and x dtype sees each of them without the
+          // product exploding: the weight dtype picks states, seq_idx or neither (so each (layout,
+          // width, x dtype) has all three), and SiLU and bias alternate with width and layout too.
+          // (Rotating all of them with the case index, as before, tied them to (layout, width): no
+          // channel-last case had SiLU and none of width 3 or 4 had seq_idx.)
+          const bool states = wi == 0, seq = wi == 1;
+          const bool silu = (xi + wi + width + cl) % 2 == 0, bias = (xi + 2 * wi + width + cl) % 4 != 3;
+          v.push_back({types[xi], types[wi], width, cl, silu, bias, states, seq, 2, 67, 131});
         }
   v.push_back({DType::kFloat32, DType::kFloat32, 4, false, true, true, true, false, 1, 3, 2});  // L < W-1
   v.push_back({DType::kFloat32, DType::kFloat32, 4, true, true, true, true, false, 1, 3, 1});
