@@ -87,6 +87,84 @@ __device__ __forceinline__ void channel_weights(const Params& p, int64_t c, floa
   });
 }
 
+// The vector kernels' pieces. Weights and bias of channels c0 .. c0 + kC - 1 as floats. With
+// (dim, width) weights contiguous (vLLM's) the group's kC x kWidth weights are one run and its
+// kC biases another (c0 is a multiple of kC, so each run is aligned to its access size when the
+// tensor is): a few wide loads instead of kC (kWidth + 1) element loads.
+template <int kWidth, int kC, typename Params>
+__device__ __forceinline__ void group_weights(const Params& p, int64_t c0, float (&w)[kWidth][kC], float (&bias)[kC]) {
+  bool done = false;
+  with_dtype(p.w_dtype, [&](auto tag) {
+    using WT = typename decltype(tag)::type;
+    constexpr int kWBytes = kWidth * kC * int(sizeof(WT)), kBBytes = kC * int(sizeof(WT));
+    if constexpr (kWBytes % 4 == 0 && kBBytes % 4 == 0) {
+      const WT* wp = static_cast<const WT*>(p.weight);
+      const WT* bp = static_cast<const WT*>(p.bias);
+      const bool runs =
+          p.weight_w_stride == 1 && p.weight_c_stride == kWidth &&
+          reinterpret_cast<uintptr_t>(wp) % run_access(kWBytes) == 0 &&
+          (bp == nullptr || (p.bias_stride == 1 && reinterpret_cast<uintptr_t>(bp) % run_access(kBBytes) == 0));
+      if (runs) {
+        Packed<WT, kWidth * kC> wr;
+        load_run<kWBytes>(wp + c0 * kWidth, wr.w);
+        static_for<kC>([&](auto e) {
+          static_for<kWidth>(
+              [&](auto k) { w[k][e] = packed_elem<WT, decltype(e)::value * kWidth + decltype(k)::value>(wr); });
+        });
+        if (bp != nullptr) {
+          Packed<WT, kC> br;
+          load_run<kBBytes>(bp + c0, br.w);
+          static_for<kC>([&](auto e) { bias[e] = packed_elem<WT, decltype(e)::value>(br); });
+        } else {
+          static_for<kC>([&](auto e) { bias[e] = 0.0f; });
+        }
+        done = true;
+      }
+    }
+  });
+  if (done) return;
+  static_for<kC>([&](auto e) {
+    float wc[kWidth];
+    channel_weights<kWidth>(p, c0 + e, wc, bias[e]);
+    static_for<kWidth>([&](auto k) { w[k][e] = wc[k]; });
+  });
+}
+
+// kC zeros (the outputs of a padded sequence or row).
+template <typename T, int kC>
+__device__ __forceinline__ Packed<T, kC> packed_zeros() {
+  PackedBuilder<T, kC> zero;
+  static_for<kC>([&](auto e) { zero.template set<decltype(e)::value>(0.0f); });
+  return zero.out;
+}
+
+// One token's kC outputs from its inputs `cur` and the window of the kWidth - 1 tokens before it.
+template <typename T, int kWidth, int kC, bool kSilu>
+__device__ __forceinline__ Packed<T, kC> conv_token(const float (&w)[kWidth][kC], const float (&bias)[kC],
+                                                    const Packed<T, kC> (&win)[kWidth - 1], const Packed<T, kC>& cur) {
+  constexpr int kHalo = kWidth - 1;
+  PackedBuilder<T, kC> res;
+  static_for<kC>([&](auto e) {
+    constexpr int kE = decltype(e)::value;
+    float acc = fmaf(w[kHalo][kE], packed_elem<T, kE>(cur), bias[kE]);
+    static_for<kHalo>([&](auto k) { acc = fmaf(w[k][kE], packed_elem<T, kE>(win[k]), acc); });
+    res.template set<kE>(kSilu ? silu_to<T>(acc) : acc);
+  });
+  return res.out;
+}
+
+// The window moves on by one token: `cur` enters last.
+template <typename T, int kHalo, int kC>
+__device__ __forceinline__ void shift_window(Packed<T, kC> (&win)[kHalo], const Packed<T, kC>& cur) {
+  static_for<kHalo>([&](auto k) {
+    if constexpr (decltype(k)::value + 1 < kHalo) {
+      win[k] = win[k + 1];
+    } else {
+      win[k] = cur;
+    }
+  });
+}
+
 template <typename T, int kWidth, bool kSilu>
 __global__ void CC_LAUNCH_BOUNDS(serving_fwd_tuning(kTargetFamily))
     serving_fwd_kernel(ServingFwdParams p, const int32_t* first_work) {
@@ -152,11 +230,7 @@ __global__ void CC_LAUNCH_BOUNDS(serving_fwd_tuning(kTargetFamily))
   const int64_t c0 = (int64_t(blockIdx.x) * kTune.threads + threadIdx.x) * kC;
   if (c0 >= p.dim) return;
   float w[kWidth][kC], bias[kC];
-  static_for<kC>([&](auto e) {
-    float wc[kWidth];
-    channel_weights<kWidth>(p, c0 + e, wc, bias[e]);
-    static_for<kWidth>([&](auto k) { w[k][e] = wc[k]; });
-  });
+  group_weights<kWidth, kC>(p, c0, w, bias);
   const int64_t xs = p.x_l_stride, os = p.out_l_stride;
 
   const int32_t total_work = first_work[p.batch];
@@ -168,9 +242,8 @@ __global__ void CC_LAUNCH_BOUNDS(serving_fwd_tuning(kTargetFamily))
     const T* x = static_cast<const T*>(p.x) + r.start * xs + c0;
     T* o_row = static_cast<T*>(p.out) + (r.start + t0) * os + c0;
     if (r.skip) {
-      PackedBuilder<T, kC> zero;
-      static_for<kC>([&](auto e) { zero.template set<decltype(e)::value>(0.0f); });
-      for (int s = 0; s < n; ++s) store_packed<output_hint(kTune.nt_store)>(o_row + s * os, zero.out);
+      const Data zero = packed_zeros<T, kC>();
+      for (int s = 0; s < n; ++s) store_packed<output_hint(kTune.nt_store)>(o_row + s * os, zero);
       continue;
     }
     // The window before t0, packed like the loads: the initial window (or zeros) in the first
@@ -207,22 +280,9 @@ __global__ void CC_LAUNCH_BOUNDS(serving_fwd_tuning(kTargetFamily))
           ring[j] = load_packed<T, kC>(x_next);
           x_next += xs;
         }
-        PackedBuilder<T, kC> res;
-        static_for<kC>([&](auto e) {
-          constexpr int kE = decltype(e)::value;
-          float acc = fmaf(w[kHalo][kE], packed_elem<T, kE>(cur), bias[kE]);
-          static_for<kHalo>([&](auto k) { acc = fmaf(w[k][kE], packed_elem<T, kE>(win[k]), acc); });
-          res.template set<kE>(kSilu ? silu_to<T>(acc) : acc);
-        });
-        store_packed<output_hint(kTune.nt_store)>(o_row, res.out);
+        store_packed<output_hint(kTune.nt_store)>(o_row, conv_token<T, kWidth, kC, kSilu>(w, bias, win, cur));
         o_row += os;
-        static_for<kHalo>([&](auto k) {
-          if constexpr (decltype(k)::value + 1 < kHalo) {
-            win[k] = win[k + 1];
-          } else {
-            win[k] = cur;
-          }
-        });
+        shift_window(win, cur);
       });
     }
   }
@@ -327,12 +387,12 @@ __global__ void CC_LAUNCH_BOUNDS(serving_update_tuning(kTargetFamily)) serving_u
 // Decode's vector path: x and the cache keep dim contiguous (vLLM's layouts; serving_update_vectors
 // says exactly when). A thread owns kC = kServingVecBytes / sizeof(T) consecutive channels of a
 // row, so a warp moves contiguous runs of each token row and cache position (the scalar kernel
-// moves 2 bytes a lane for 16-bit data). The row's first token is loaded before its cache line is
-// known (x's address does not depend on it), so its load overlaps the index lookup; the window is
-// kHalo vector loads; a one-token row's new state and output come from registers (a row's later
-// tokens are read from x again). One row a block row, as
-// the scalar kernel: looping a thread over rows with the next row's loads in flight, as the plain
-// update does, was slower here (the index lookup puts two dependent loads in each row's chain;
+// moves 2 bytes a lane for 16-bit data); its weights come as runs (group_weights: 14.3 us against
+// 17.9 with kC (kWidth + 1) element loads at B = 256, H200, bf16, dim 8192, width 4). The row's first token is loaded
+// before its cache line is known (x's address does not depend on it), so its load overlaps the index lookup; the window
+// is kHalo vector loads; a one-token row's new state and output come from registers (a row's later tokens are read from
+// x again). One row a block row, as the scalar kernel: looping a thread over rows with the next row's loads in flight,
+// as the plain update does, was slower here (the index lookup puts two dependent loads in each row's chain;
 // benchmarks/NOTES.md, seventh session). Rows, padding and speculative offsets as in the scalar
 // kernel.
 template <typename T, int kWidth, int kC, bool kSilu>
@@ -344,11 +404,7 @@ __global__ void CC_LAUNCH_BOUNDS(serving_update_tuning(kTargetFamily))
   const int64_t c0 = (int64_t(blockIdx.x) * kTune.threads + threadIdx.x) * kC;
   if (c0 >= p.dim) return;
   float w[kWidth][kC], bias[kC];
-  static_for<kC>([&](auto e) {
-    float wc[kWidth];
-    channel_weights<kWidth>(p, c0 + e, wc, bias[e]);
-    static_for<kWidth>([&](auto k) { w[k][e] = wc[k]; });
-  });
+  group_weights<kWidth, kC>(p, c0, w, bias);
   const int64_t sl = p.state_l_stride, xs = p.x_l_stride;
   const bool varlen = p.query_start_loc.data != nullptr;
 
@@ -359,9 +415,8 @@ __global__ void CC_LAUNCH_BOUNDS(serving_update_tuning(kTargetFamily))
     T* x = static_cast<T*>(p.x) + (varlen ? r.start * xs : i * p.x_batch_stride) + c0;
     const Data x0 = load_packed<T, kC>(x);
     if (r.skip) {
-      PackedBuilder<T, kC> zero;
-      static_for<kC>([&](auto e) { zero.template set<decltype(e)::value>(0.0f); });
-      for (int64_t t = 0; t < r.len; ++t) store_packed<StoreHint::kOutput>(x + t * xs, zero.out);
+      const Data zero = packed_zeros<T, kC>();
+      for (int64_t t = 0; t < r.len; ++t) store_packed<StoreHint::kOutput>(x + t * xs, zero);
       continue;
     }
     T* states = static_cast<T*>(p.conv_state) + c0;
@@ -384,21 +439,8 @@ __global__ void CC_LAUNCH_BOUNDS(serving_update_tuning(kTargetFamily))
     Data cur = x0;
     for (int64_t t = 0; t < r.len; ++t) {
       if (t > 0) cur = load_packed<T, kC>(x + t * xs);
-      PackedBuilder<T, kC> res;
-      static_for<kC>([&](auto e) {
-        constexpr int kE = decltype(e)::value;
-        float acc = fmaf(w[kHalo][kE], packed_elem<T, kE>(cur), bias[kE]);
-        static_for<kHalo>([&](auto k) { acc = fmaf(w[k][kE], packed_elem<T, kE>(win[k]), acc); });
-        res.template set<kE>(kSilu ? silu_to<T>(acc) : acc);
-      });
-      store_packed<StoreHint::kOutput>(x + t * xs, res.out);
-      static_for<kHalo>([&](auto k) {
-        if constexpr (decltype(k)::value + 1 < kHalo) {
-          win[k] = win[k + 1];
-        } else {
-          win[k] = cur;
-        }
-      });
+      store_packed<StoreHint::kOutput>(x + t * xs, conv_token<T, kWidth, kC, kSilu>(w, bias, win, cur));
+      shift_window(win, cur);
     }
   }
 }

@@ -335,7 +335,11 @@ __host__ __device__ constexpr ServingUpdateTuning serving_update_tuning(ArchFami
     // resident warps hide it. One row a block row: the vector kernel looping a thread over 64 grid rows with the next
     // row's loads in flight (update_tuning's design) took 9.5-10.0 / 30.9-31.4 us at batch 64 / 256
     // (H200, bf16, dim 8192) against 7.05 / 17.9 (each row's index lookup is a dependent load
-    // that the loop serialises); at 8 blocks (no spills) 8.7 / 18.3.
+    // that the loop serialises); at 8 blocks (no spills) 8.7 / 18.3. Also measured (same run,
+    // vector kernel with weight runs, B = 1 / 64 / 256): 16 bytes of channels a thread at 10
+    // blocks (no spills) 3.08 / 5.84 / 13.77 us against 8 bytes' 2.97 / 5.80 / 14.30 (kept 8:
+    // no better at small batches); 2 rows a thread with their loads issued together, 4 or 8 bytes,
+    // 7.6-7.7 / 19.0-21.9 at B = 64 / 256 against 7.03 / 17.92 before the weight runs.
     case ArchFamily::kNvidia: return {64, 16, 65535};
     // 12 waves/SIMD, the compile report's floor (gfx1201: the scalar kernel needs 28 VGPRs, the
     // vector one 49).

@@ -87,6 +87,8 @@ def test_fn_random_batches(sdevice, dtype, width, x_layout, cache_layout):
     lines = batch + 5
     x = make_tokens(dim, sum(lengths), dtype, sdevice, x_layout, pitch_extra=24)
     weight = torch.randn(dim, width, device=sdevice, dtype=rng.choice(DTYPES))
+    if (width + DTYPES.index(dtype)) % 2:
+        weight = weight.t().contiguous().t()  # (width, dim) in memory: the kernels' per-element weight loads
     bias = torch.randn(dim, device=sdevice, dtype=weight.dtype) if rng.random() < 0.7 else None
     states = make_cache(lines, dim, width - 1 + extra, dtype, sdevice, cache_layout)
     qsl = query_start_loc(lengths, sdevice)
@@ -213,6 +215,9 @@ def test_update_against_reference(sdevice, dtype, width, varlen, cache_layout):
     states = make_cache(lines, dim, width - 1 + rng.choice([0, 2]), dtype, sdevice, cache_layout)
     weight = torch.randn(dim, width, device=sdevice, dtype=rng.choice(DTYPES))
     bias = torch.randn(dim, device=sdevice, dtype=weight.dtype)
+    if (width + DTYPES.index(dtype)) % 2:  # the kernels' per-element weight and bias loads
+        weight = weight.t().contiguous().t()
+        bias = torch.stack([bias, bias], 1)[:, 0]
     ci = _lines_with_padding(rng, batch, lines, sdevice)
     kwargs = {}
     if varlen:
