@@ -216,11 +216,14 @@ std::vector<BwdGpuParam> gpu_bwd_cases() {
       v.push_back({{t, DType::kBFloat16, 4, true, true, true, dim % 2 == 1, false, 2, dim, 100}, dim % 3 == 0});
       v.push_back({{t, DType::kBFloat16, 2, true, false, true, false, true, 2, dim, 1100}, dim % 3 != 0});
     }
-  // Channel-last seq_idx over one long row at every width, without SiLU or bias (upstream's varlen
-  // test shape: 64 channels, 4096 steps; a large GPU splits it into 4-step ranges).
-  for (int width = causal_conv1d::kMinWidth; width <= causal_conv1d::kMaxWidth; ++width)
-    for (DType t : {DType::kFloat32, DType::kBFloat16})
-      v.push_back({{t, DType::kFloat32, width, true, false, false, false, true, 1, 64, 4096}, width == 3});
+  // Channel-last seq_idx over long rows at every width, without SiLU or bias (upstream's varlen
+  // test shape: 64 channels, 4096 steps). One row: a large GPU splits it into 4-step ranges, which
+  // slide their windows; three rows (upstream's batch): 8-step ranges, whose first 6 steps run the
+  // renamed loop (NVIDIA: ring 2, so 6 steps bring the ring and a 3-entry window back together).
+  for (int64_t batch : {1, 3})
+    for (int width = causal_conv1d::kMinWidth; width <= causal_conv1d::kMaxWidth; ++width)
+      for (DType t : {DType::kFloat32, DType::kBFloat16})
+        v.push_back({{t, DType::kFloat32, width, true, false, false, false, true, batch, 64, 4096}, width == 3});
   return v;
 }
 
