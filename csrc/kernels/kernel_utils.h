@@ -399,4 +399,70 @@ inline bool multiple_of(int64_t v, int64_t k) { return v % k == 0; }
 
 inline unsigned ceil_div_u(int64_t a, int64_t b) { return static_cast<unsigned>((a + b - 1) / b); }
 
+// Whether a thread's weights and biases can move as runs (load_group_weights): its kC channels'
+// kC x width weights, and their kC biases, are each one contiguous run of whole 32-bit words,
+// aligned to its access size (c0 a multiple of kC keeps every thread's run aligned when the first
+// is). Computed on the host, passed to the kernel.
+struct WeightRuns {
+  bool w_run;  // (dim, width) weights contiguous and aligned
+  bool b_run;  // a bias, contiguous and aligned
+};
+
+template <typename Params>
+inline WeightRuns weight_runs(const Params& p, int kc) {
+  const int ws = dtype_size(p.w_dtype);
+  const auto aligned = [](const void* ptr, int a) { return reinterpret_cast<uintptr_t>(ptr) % a == 0; };
+  WeightRuns r;
+  r.w_run = (kc * p.width * ws) % 4 == 0 && p.weight_w_stride == 1 && p.weight_c_stride == p.width &&
+            aligned(p.weight, run_access(kc * p.width * ws));
+  r.b_run = p.bias != nullptr && (kc * ws) % 4 == 0 && p.bias_stride == 1 && aligned(p.bias, run_access(kc * ws));
+  return r;
+}
+
+// Weights and bias of channels c0 .. c0 + kC - 1 as floats (w[k][e]: tap k of channel c0 + e; bias
+// 0 without one): one run of vector loads each where `runs` allows (cache hits after the first
+// row of blocks), element by element otherwise.
+template <int kWidth, int kC, typename Params>
+__device__ __forceinline__ void load_group_weights(const Params& p, WeightRuns runs, int64_t c0, float (&w)[kWidth][kC],
+                                                   float (&bias)[kC]) {
+  with_dtype(p.w_dtype, [&](auto tag) {
+    using WT = typename decltype(tag)::type;
+    constexpr int kWPer = 4 / int(sizeof(WT));
+    const WT* wp = static_cast<const WT*>(p.weight);
+    const WT* bp = static_cast<const WT*>(p.bias);
+    constexpr int kWBytes = kC * kWidth * int(sizeof(WT)), kBBytes = kC * int(sizeof(WT));
+    bool done = false;
+    if constexpr (kWBytes % 4 == 0) {
+      if (runs.w_run) {
+        uint32_t words[kWBytes / 4];
+        load_run<kWBytes>(wp + c0 * kWidth, words);
+        static_for<kC>([&](auto e) {
+          static_for<kWidth>([&](auto k) {
+            constexpr int kJ = decltype(e)::value * kWidth + decltype(k)::value;
+            w[k][e] = word_elem<WT, kJ % kWPer>(words[kJ / kWPer]);
+          });
+        });
+        done = true;
+      }
+    }
+    if (!done) {
+      static_for<kC>([&](auto e) {
+        static_for<kWidth>(
+            [&](auto k) { w[k][e] = to_float(wp[(c0 + e) * p.weight_c_stride + k * p.weight_w_stride]); });
+      });
+    }
+    done = bp == nullptr;
+    if (done) static_for<kC>([&](auto e) { bias[e] = 0.0f; });
+    if constexpr (kBBytes % 4 == 0) {
+      if (!done && runs.b_run) {
+        uint32_t words[kBBytes / 4];
+        load_run<kBBytes>(bp + c0, words);
+        static_for<kC>([&](auto e) { bias[e] = word_elem<WT, decltype(e)::value % kWPer>(words[e / kWPer]); });
+        done = true;
+      }
+    }
+    if (!done) static_for<kC>([&](auto e) { bias[e] = to_float(bp[(c0 + e) * p.bias_stride]); });
+  });
+}
+
 }  // namespace causal_conv1d::gpu

@@ -87,50 +87,7 @@ __device__ __forceinline__ void channel_weights(const Params& p, int64_t c, floa
   });
 }
 
-// The vector kernels' pieces. Weights and bias of channels c0 .. c0 + kC - 1 as floats. With
-// (dim, width) weights contiguous (vLLM's) the group's kC x kWidth weights are one run and its
-// kC biases another (c0 is a multiple of kC, so each run is aligned to its access size when the
-// tensor is): a few wide loads instead of kC (kWidth + 1) element loads.
-template <int kWidth, int kC, typename Params>
-__device__ __forceinline__ void group_weights(const Params& p, int64_t c0, float (&w)[kWidth][kC], float (&bias)[kC]) {
-  bool done = false;
-  with_dtype(p.w_dtype, [&](auto tag) {
-    using WT = typename decltype(tag)::type;
-    constexpr int kWBytes = kWidth * kC * int(sizeof(WT)), kBBytes = kC * int(sizeof(WT));
-    if constexpr (kWBytes % 4 == 0 && kBBytes % 4 == 0) {
-      const WT* wp = static_cast<const WT*>(p.weight);
-      const WT* bp = static_cast<const WT*>(p.bias);
-      const bool runs =
-          p.weight_w_stride == 1 && p.weight_c_stride == kWidth &&
-          reinterpret_cast<uintptr_t>(wp) % run_access(kWBytes) == 0 &&
-          (bp == nullptr || (p.bias_stride == 1 && reinterpret_cast<uintptr_t>(bp) % run_access(kBBytes) == 0));
-      if (runs) {
-        Packed<WT, kWidth * kC> wr;
-        load_run<kWBytes>(wp + c0 * kWidth, wr.w);
-        static_for<kC>([&](auto e) {
-          static_for<kWidth>(
-              [&](auto k) { w[k][e] = packed_elem<WT, decltype(e)::value * kWidth + decltype(k)::value>(wr); });
-        });
-        if (bp != nullptr) {
-          Packed<WT, kC> br;
-          load_run<kBBytes>(bp + c0, br.w);
-          static_for<kC>([&](auto e) { bias[e] = packed_elem<WT, decltype(e)::value>(br); });
-        } else {
-          static_for<kC>([&](auto e) { bias[e] = 0.0f; });
-        }
-        done = true;
-      }
-    }
-  });
-  if (done) return;
-  static_for<kC>([&](auto e) {
-    float wc[kWidth];
-    channel_weights<kWidth>(p, c0 + e, wc, bias[e]);
-    static_for<kWidth>([&](auto k) { w[k][e] = wc[k]; });
-  });
-}
-
-// kC zeros (the outputs of a padded sequence or row).
+// The vector kernels' pieces. kC zeros (the outputs of a padded sequence or row).
 template <typename T, int kC>
 __device__ __forceinline__ Packed<T, kC> packed_zeros() {
   PackedBuilder<T, kC> zero;
@@ -221,7 +178,7 @@ __global__ void CC_LAUNCH_BOUNDS(serving_fwd_tuning(kTargetFamily))
 // it computes, as the channel-last forward does. Work items, windows and padding as above.
 template <typename T, int kWidth, int kC, bool kSilu>
 __global__ void CC_LAUNCH_BOUNDS(serving_fwd_tuning(kTargetFamily))
-    serving_fwd_vec_kernel(ServingFwdParams p, const int32_t* first_work) {
+    serving_fwd_vec_kernel(ServingFwdParams p, WeightRuns runs, const int32_t* first_work) {
   constexpr ServingFwdTuning kTune = serving_fwd_tuning(kTargetFamily);
   constexpr int kHalo = kWidth - 1;
   constexpr int kRing = kTune.ring;
@@ -230,7 +187,7 @@ __global__ void CC_LAUNCH_BOUNDS(serving_fwd_tuning(kTargetFamily))
   const int64_t c0 = (int64_t(blockIdx.x) * kTune.threads + threadIdx.x) * kC;
   if (c0 >= p.dim) return;
   float w[kWidth][kC], bias[kC];
-  group_weights<kWidth, kC>(p, c0, w, bias);
+  load_group_weights<kWidth, kC>(p, runs, c0, w, bias);
   const int64_t xs = p.x_l_stride, os = p.out_l_stride;
 
   const int32_t total_work = first_work[p.batch];
@@ -387,7 +344,7 @@ __global__ void CC_LAUNCH_BOUNDS(serving_update_tuning(kTargetFamily)) serving_u
 // Decode's vector path: x and the cache keep dim contiguous (vLLM's layouts; serving_update_vectors
 // says exactly when). A thread owns kC = kServingVecBytes / sizeof(T) consecutive channels of a
 // row, so a warp moves contiguous runs of each token row and cache position (the scalar kernel
-// moves 2 bytes a lane for 16-bit data); its weights come as runs (group_weights: 14.3 us against
+// moves 2 bytes a lane for 16-bit data); its weights come as runs (load_group_weights: 14.3 us against
 // 17.9 with kC (kWidth + 1) element loads at B = 256, H200, bf16, dim 8192, width 4). The row's first token is loaded
 // before its cache line is known (x's address does not depend on it), so its load overlaps the index lookup; the window
 // is kHalo vector loads; a one-token row's new state and output come from registers (a row's later tokens are read from
@@ -397,14 +354,14 @@ __global__ void CC_LAUNCH_BOUNDS(serving_update_tuning(kTargetFamily)) serving_u
 // kernel.
 template <typename T, int kWidth, int kC, bool kSilu>
 __global__ void CC_LAUNCH_BOUNDS(serving_update_tuning(kTargetFamily))
-    serving_update_vec_kernel(ServingUpdateParams p) {
+    serving_update_vec_kernel(ServingUpdateParams p, WeightRuns runs) {
   constexpr ServingUpdateTuning kTune = serving_update_tuning(kTargetFamily);
   constexpr int kHalo = kWidth - 1;
   using Data = Packed<T, kC>;
   const int64_t c0 = (int64_t(blockIdx.x) * kTune.threads + threadIdx.x) * kC;
   if (c0 >= p.dim) return;
   float w[kWidth][kC], bias[kC];
-  group_weights<kWidth, kC>(p, c0, w, bias);
+  load_group_weights<kWidth, kC>(p, runs, c0, w, bias);
   const int64_t sl = p.state_l_stride, xs = p.x_l_stride;
   const bool varlen = p.query_start_loc.data != nullptr;
 
@@ -494,7 +451,7 @@ int launch_serving_fwd(const ServingFwdParams& p, int32_t* workspace, const Devi
         if (serving_fwd_vectors(p, kC)) {
           const dim3 vgrid(ceil_div_u(p.dim / kC, tune.threads), grid.y);
           serving_fwd_vec_kernel<T, decltype(W)::value, kC, decltype(Silu)::value>
-              <<<vgrid, tune.threads, 0, s>>>(p, workspace);
+              <<<vgrid, tune.threads, 0, s>>>(p, weight_runs(p, kC), workspace);
         } else {
           serving_fwd_kernel<T, decltype(W)::value, decltype(Silu)::value><<<grid, tune.threads, 0, s>>>(p, workspace);
         }
@@ -520,7 +477,8 @@ int launch_serving_update(const ServingUpdateParams& p, const DeviceDesc& dev, v
         constexpr int kC = kServingVecBytes / int(sizeof(T));
         if (serving_update_vectors(p, kC)) {
           const dim3 vgrid(ceil_div_u(p.dim / kC, tune.threads), grid.y);
-          serving_update_vec_kernel<T, decltype(W)::value, kC, decltype(Silu)::value><<<vgrid, tune.threads, 0, s>>>(p);
+          serving_update_vec_kernel<T, decltype(W)::value, kC, decltype(Silu)::value>
+              <<<vgrid, tune.threads, 0, s>>>(p, weight_runs(p, kC));
         } else {
           serving_update_kernel<T, decltype(W)::value, decltype(Silu)::value><<<grid, tune.threads, 0, s>>>(p);
         }

@@ -138,15 +138,9 @@ __global__ void CC_LAUNCH_BOUNDS(update_general_tuning(kTargetFamily)) update_ke
   }
 }
 
-// What the launcher found about the weight and bias layouts (update_decode_kernel).
-struct DecodeArgs {
-  bool w_run;  // a thread's kC * width weights are one contiguous, aligned run (load_run)
-  bool b_run;  // the same for its kC bias values
-};
-
 // kS = state_len (width - 1 or width), fixed at compile time so the state stays in registers.
 template <typename T, int kWidth, bool kSilu, int kS>
-__global__ void CC_LAUNCH_BOUNDS(update_tuning(kTargetFamily)) update_decode_kernel(UpdateParams p, DecodeArgs a) {
+__global__ void CC_LAUNCH_BOUNDS(update_tuning(kTargetFamily)) update_decode_kernel(UpdateParams p, WeightRuns runs) {
   constexpr UpdateTuning kTune = update_tuning(kTargetFamily);
   constexpr int kHalo = kWidth - 1;
   constexpr int kPerWord = 4 / int(sizeof(T));
@@ -157,47 +151,8 @@ __global__ void CC_LAUNCH_BOUNDS(update_tuning(kTargetFamily)) update_decode_ker
   const int64_t c0 = (int64_t(blockIdx.x) * kTune.threads + threadIdx.x) * kC;
   if (c0 >= p.dim) return;  // the launcher guarantees dim % kC == 0
 
-  // Weights and bias: one run of vector loads each when contiguous (cache hits after the first
-  // row of blocks), element by element otherwise.
   float w[kWidth][kC], bias[kC];
-  with_dtype(p.w_dtype, [&](auto tag) {
-    using WT = typename decltype(tag)::type;
-    constexpr int kWPer = 4 / int(sizeof(WT));
-    const WT* wp = static_cast<const WT*>(p.weight);
-    const WT* bp = static_cast<const WT*>(p.bias);
-    constexpr int kWBytes = kC * kWidth * int(sizeof(WT)), kBBytes = kC * int(sizeof(WT));
-    bool done = false;
-    if constexpr (kWBytes % 4 == 0) {
-      if (a.w_run) {
-        uint32_t words[kWBytes / 4];
-        load_run<kWBytes>(wp + c0 * kWidth, words);
-        static_for<kC>([&](auto e) {
-          static_for<kWidth>([&](auto k) {
-            constexpr int kJ = decltype(e)::value * kWidth + decltype(k)::value;
-            w[k][e] = word_elem<WT, kJ % kWPer>(words[kJ / kWPer]);
-          });
-        });
-        done = true;
-      }
-    }
-    if (!done) {
-      static_for<kC>([&](auto e) {
-        static_for<kWidth>(
-            [&](auto k) { w[k][e] = to_float(wp[(c0 + e) * p.weight_c_stride + k * p.weight_w_stride]); });
-      });
-    }
-    done = bp == nullptr;
-    if (done) static_for<kC>([&](auto e) { bias[e] = 0.0f; });
-    if constexpr (kBBytes % 4 == 0) {
-      if (!done && a.b_run) {
-        uint32_t words[kBBytes / 4];
-        load_run<kBBytes>(bp + c0, words);
-        static_for<kC>([&](auto e) { bias[e] = word_elem<WT, decltype(e)::value % kWPer>(words[e / kWPer]); });
-        done = true;
-      }
-    }
-    if (!done) static_for<kC>([&](auto e) { bias[e] = to_float(bp[(c0 + e) * p.bias_stride]); });
-  });
+  load_group_weights<kWidth, kC>(p, runs, c0, w, bias);
 
   // One batch row: its x words and its kC * kS state entries (element (channel e, position s) is
   // element e * kS + s of the run).
@@ -295,12 +250,8 @@ int launch_update(const UpdateParams& p, const DeviceDesc& dev, void* stream) {
   const bool single = p.seqlen == 1;
   if (fits_decode_kernel(p)) {
     const UpdateTuning tune = update_tuning(dev.family);
-    const int kc = 4 / dtype_size(p.x_dtype), ws = dtype_size(p.w_dtype);
-    const auto aligned = [](const void* ptr, int a) { return reinterpret_cast<uintptr_t>(ptr) % a == 0; };
-    DecodeArgs a;
-    a.w_run = (kc * p.width * ws) % 4 == 0 && p.weight_w_stride == 1 && p.weight_c_stride == p.width &&
-              aligned(p.weight, run_access(kc * p.width * ws));
-    a.b_run = p.bias != nullptr && (kc * ws) % 4 == 0 && p.bias_stride == 1 && aligned(p.bias, run_access(kc * ws));
+    const int kc = 4 / dtype_size(p.x_dtype);
+    const WeightRuns runs = weight_runs(p, kc);
     return dispatch_dtype(p.x_dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
       const dim3 grid(ceil_div_u(p.dim / kc, tune.threads),
@@ -311,7 +262,7 @@ int launch_update(const UpdateParams& p, const DeviceDesc& dev, void* stream) {
         return dispatch_bool(p.silu, [&](auto Silu) {
           return dispatch_bool(p.state_len == kWidth, [&](auto Full) {
             update_decode_kernel<T, kWidth, decltype(Silu)::value, decltype(Full)::value ? kWidth : kWidth - 1>
-                <<<grid, tune.threads, 0, s>>>(p, a);
+                <<<grid, tune.threads, 0, s>>>(p, runs);
             return launch_status();
           });
         });
