@@ -28,8 +28,8 @@
 // every row where the row says no) walks one more iteration (positions < 0) instead, its dx
 // stored there.
 //
-// seq_idx: a kernel before the walk (bwd_cf_seq_mask_kernel) turns each batch row's ids into one
-// byte a position (kSeqPadBit below says what it holds) in the workspace, read beside the data
+// seq_idx: a kernel before the walk (launch_seq_masks) turns each batch row's ids into one
+// byte a position (bwd_common.h says what it holds) in the workspace, read beside the data
 // vectors. The ids themselves (4 bytes a position, plus those of the x halo) held next to 16-byte
 // vectors made the kernel spill; a byte a position needs no halo of its own (it already says which
 // positions before it share its sequence) and a quarter of the registers. An iteration that lies
@@ -55,36 +55,6 @@ namespace {
 // same occupancy, bf16 (8, 4096, 4096)). It names the kernel instantiation the host launches, so it
 // cannot differ between arch families.
 __host__ __device__ constexpr int bwd_cf_vec(int esize) { return 16 / esize; }
-
-// The seq_idx mask of position q of a batch row, one byte: bit j (j < kMaxWidth - 1) is set when
-// position q - 1 - j is in the row and has q's id; bit 7 when q is a padding token (id < 0: its
-// output is constant, its dy 0). So x[q - 1 - j] is a tap of y[q] iff bit j of mask(q), and dy[q]
-// reaches dx[q - 1 - j] iff the same bit: both tests need only the mask of the output position.
-constexpr uint32_t kSeqPadBit = 0x80u;
-static_assert(kMaxWidth - 1 < 7, "the same-sequence bits must stay below the padding bit");
-
-// masks[b * mask_row + q] for q < mask_row (0 past L): one thread writes 4 positions (one word).
-__global__ void __launch_bounds__(bwd_seq_mask_tuning(kTargetFamily).threads)
-    bwd_cf_seq_mask_kernel(const int32_t* seq, int64_t seq_batch_stride, int64_t seq_l_stride, int64_t L,
-                           int64_t mask_row, uint32_t* masks, int64_t words) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= words) return;
-  const int64_t b = i / (mask_row / 4), q0 = (i - b * (mask_row / 4)) * 4;
-  const int32_t* row = seq + b * seq_batch_stride;
-  auto id_at = [&](int64_t q) { return row[q * seq_l_stride]; };
-  uint32_t w = 0;
-  for (int e = 0; e < 4; ++e) {
-    const int64_t q = q0 + e;
-    if (q >= L) break;
-    const int32_t id = id_at(q);
-    uint32_t m = id < 0 ? kSeqPadBit : 0u;
-    for (int j = 0; j < kMaxWidth - 1; ++j) {
-      if (q - 1 - j >= 0 && id_at(q - 1 - j) == id) m |= 1u << j;
-    }
-    w |= m << (8 * e);
-  }
-  masks[i] = w;
-}
 
 // dx of a vector that is not one whole store: positions outside [0, L) are dropped except
 // -(W-1) .. -1, which are dinitial_states (when asked for); dfinal_states adds to the last W-1
@@ -139,8 +109,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   const T* x = static_cast<const T*>(f.x) + int64_t(b) * f.x_batch_stride + int64_t(c) * f.x_c_stride;
   const T* dout = static_cast<const T*>(p.dout) + int64_t(b) * p.dout_batch_stride + int64_t(c) * p.dout_c_stride;
   T* dx = static_cast<T*>(p.dx) + int64_t(b) * p.dx_batch_stride + int64_t(c) * p.dx_c_stride;
-  const uint8_t* masks =
-      kSeqIdx ? reinterpret_cast<const uint8_t*>(p.workspace + g.mask_offset) + int64_t(b) * g.mask_row : nullptr;
+  const uint8_t* masks = kSeqIdx ? seq_masks_of(p, g.ws, b) : nullptr;
   // The states' rows, used only on the edge paths (computed there from the params, so no register
   // holds them across the walk). seq_idx never comes with states (the torch layer rejects it).
   auto init_row = [&]() -> const T* {
@@ -545,7 +514,6 @@ BwdCfGrid bwd_cf_grid(const BwdParams& p, const DeviceDesc& dev) {
   const FwdParams& f = p.f;
   const BwdCfTuning tune = bwd_cf_tuning(dev.family);
   const int es = dtype_size(f.x_dtype);
-  const bool seq = f.seq_idx != nullptr;
   // Vectors (bwd_cf_vec) when x, dout and dx rows share their alignment (one peel fits all
   // three).
   const int kv_full = bwd_cf_vec(es);
@@ -572,13 +540,7 @@ BwdCfGrid bwd_cf_grid(const BwdParams& p, const DeviceDesc& dev) {
   g.iters = static_cast<int32_t>((iters_needed + strips_per_row - 1) / strips_per_row);
   g.blocks = (total + warps_per_block - 1) / warps_per_block;
   g.slots = f.batch * strips_per_row;
-  // The workspace: the partials (deterministic mode), then the seq_idx masks, 16-byte aligned.
-  const int64_t partials = p.deterministic ? g.slots * f.dim * (f.width + 1) : 0;
-  g.mask_offset = (partials + 3) / 4 * 4;
-  // A row's masks with room for the fast range's last pair of mask vectors (up to 8 bytes past
-  // seqlen when the data rows are misaligned), in whole 16-byte lines.
-  g.mask_row = seq ? (f.seqlen + 8 + 15) / 16 * 16 : 0;
-  g.workspace_elems = seq ? g.mask_offset + f.batch * g.mask_row / 4 : partials;
+  g.ws = bwd_workspace_layout(p, g.slots);
   return g;
 }
 
@@ -587,14 +549,7 @@ int launch_bwd_channel_first(const BwdParams& p, const DeviceDesc& dev, Stream s
   const BwdCfTuning tune = bwd_cf_tuning(dev.family);
   const BwdCfGrid g = bwd_cf_grid(p, dev);
   if (int64_t(f.batch) * f.dim * g.strips_per_row > INT_MAX || f.dim > UINT32_MAX) return kErrInvalidParams;
-  if (f.seq_idx != nullptr) {
-    const int threads = bwd_seq_mask_tuning(dev.family).threads;
-    const int64_t words = f.batch * g.mask_row / 4;
-    bwd_cf_seq_mask_kernel<<<static_cast<unsigned>((words + threads - 1) / threads), threads, 0, stream>>>(
-        f.seq_idx, f.seq_idx_batch_stride, f.seq_idx_l_stride, f.seqlen, g.mask_row,
-        reinterpret_cast<uint32_t*>(p.workspace + g.mask_offset), words);
-    if (const int status = launch_status(); status != kSuccess) return status;
-  }
+  if (const int status = launch_seq_masks(p, g.ws, dev, stream); status != kSuccess) return status;
   return dispatch_dtype(f.x_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return dispatch_bool(f.seq_idx != nullptr, [&](auto Q) {

@@ -20,7 +20,15 @@
 //
 // Sliding the windows costs a register move per entry and step; the ring's loop instead unrolls
 // a common multiple of the ring depth and W - 1 steps and renames the window registers (tuning
-// field seq_rename: also in the seq_idx kernels, whose ids make the renamed loop longer).
+// field seq_rename: also in the seq_idx kernels, whose mask tests make the renamed loop longer).
+//
+// seq_idx: the same mask byte a position as the channel-first kernel (bwd_common.h), written into
+// the workspace before the walk. A step needs only the byte of its row t, loaded with its rows:
+// which x rows are taps of y[t], whether t is padding, and which dy of rows t + 1 .. t + W - 1
+// reach dx[t] (the reach bits). No mask or id rides with the windows. (Masks of rows t + 1 ..
+// that rode with the dy window, renamed with it, gave wrong dx at the renamed loop's last step
+// in nvcc 13.0's -O3 build for sm_90 and right dx at -Xptxas -O0 or without renaming;
+// benchmarks/NOTES.md, seventh to ninth sessions.)
 //
 // The steps whose rows and store are all whole run with the ring and no edge code; the rest (rows
 // that dfinal_states adds to, x rows before t = 0, the dinitial_states steps, channels past dim)
@@ -137,13 +145,17 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
     if (t >= 0 && t < L && whole_c) return load_packed<T, kC>(gb + t * p.dout_l_stride + c0);
     return load_row_edge<T, kC, kHalo>(gb, nullptr, L, D, p.dout_l_stride, 0, 0, c0, t);
   };
-  auto seq_at = [&](int64_t t) -> int32_t {
+  // seq_idx: the mask byte of row t (bwd_common.h), 0 outside [0, L).
+  const uint8_t* masks = kSeqIdx ? seq_masks_of(p, g.ws, b) : nullptr;
+  auto mask_at = [&](int64_t t) -> uint32_t {
     if constexpr (kSeqIdx) {
-      return t >= 0 && t < L ? f.seq_idx[int64_t(b) * f.seq_idx_batch_stride + t * f.seq_idx_l_stride] : -1;
+      return t >= 0 && t < L ? masks[t] : 0u;
     } else {
-      return 0;
+      return 0u;
     }
   };
+  // Bit k of a mask.
+  auto bit = [](uint32_t m, int k) { return (m >> k) & 1u; };
   // dy of channel e from its dout and its kWidth inputs (already masked by seq_idx).
   auto dy_from = [&](auto e, float gq, const float (&xs)[kWidth]) {
     float y = bias[e];
@@ -152,20 +164,17 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
   };
 
   // The window: xw[j] = x row t - kHalo + 1 + j (packed, converted when used), dyw[i] = dy at
-  // t + 1 + i, with their seq ids. First for t = t_end - 1.
+  // t + 1 + i. First for t = t_end - 1.
   Row xw[kHalo];
-  int32_t xid[kHalo];
   float dyw[kHalo][kC];
-  int32_t dyid[kHalo];
   {
     Row ahead[kHalo], gah[kHalo];  // x and dout rows t_end .. t_end + kHalo - 1 (zeros past L)
-    int32_t aid[kHalo];
+    uint32_t mah[kHalo];           // their seq_idx masks
     static_for<kHalo>([&](auto j) {
       xw[j] = x_row(t_end - kHalo + j);
-      xid[j] = seq_at(t_end - kHalo + j);
       ahead[j] = x_row(t_end + j);
       gah[j] = g_row(t_end + j);
-      aid[j] = seq_at(t_end + j);
+      mah[j] = mask_at(t_end + j);
     });
     // Rows t_end - kHalo .. t_end + kHalo - 1 as one window: r < kHalo from xw, the rest ahead.
     auto rx = [&](auto r, auto e) -> float {
@@ -176,29 +185,21 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
         return packed_elem<T, decltype(e)::value>(ahead[kR - kHalo]);
       }
     };
-    auto rid = [&](auto r) -> int32_t {
-      constexpr int kR = decltype(r)::value;
-      if constexpr (kR < kHalo) {
-        return xid[kR];
-      } else {
-        return aid[kR - kHalo];
-      }
-    };
     static_for<kHalo>([&](auto i) {  // dy at t_end + i: rows t_end + i - kHalo .. t_end + i
       constexpr int kI = decltype(i)::value;
-      dyid[i] = aid[i];
       static_for<kC>([&](auto e) {
         float xs[kWidth];
         static_for<kWidth>([&](auto k) {
           constexpr int kR = kI + decltype(k)::value;
+          constexpr int kBack = kHalo - decltype(k)::value;  // rows before t_end + i
           xs[k] = rx(Idx<kR>{}, e);
-          if constexpr (kSeqIdx) {
-            if (rid(Idx<kR>{}) != aid[kI]) xs[k] = 0.0f;
+          if constexpr (kSeqIdx && kBack > 0) {
+            if (!bit(mah[kI], kBack - 1)) xs[k] = 0.0f;
           }
         });
         float d = dy_from(e, packed_elem<T, decltype(e)::value>(gah[i]), xs);
         if constexpr (kSeqIdx) {
-          if (aid[kI] < 0) d = 0.0f;  // padding token (or past L: dout is 0 there anyway)
+          if (mah[kI] & kSeqPadBit) d = 0.0f;  // padding token (past L dout is 0 anyway)
         }
         dyw[i][e] = d;
       });
@@ -206,10 +207,10 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
   }
 
   constexpr int kSlide = -1;
-  // What a step reads: x row t - kHalo and dout row t (and the x row's seq id).
+  // What a step reads: x row t - kHalo and dout row t (and row t's seq_idx mask).
   struct Slot {
     Row x, g;
-    int32_t id;
+    uint32_t mk;
   };
   float acc[kWidth + 1][kC] = {};
   // Step s (t = t_end - 1 - s) from its rows. kEdge: its dx may not be one whole store (channels
@@ -224,7 +225,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
     constexpr int kRot = decltype(rot)::value;
     constexpr int kPh = kRot == kSlide ? 0 : kRot;
     auto at = [](auto j) { return (kPh + decltype(j)::value) % kHalo; };
-    const int32_t id_t = xid[at(Idx<kHalo - 1>{})];  // seq id of row t
+    const uint32_t m_t = cur.mk;  // seq_idx mask of row t
     float dy[kC], o[kC];
     PackedBuilder<T, kC> res;
     static_for<kC>([&](auto e) {
@@ -236,18 +237,18 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
         if constexpr (kK == 0) {
           xs[k] = packed_elem<T, kE>(cur.x);
           if constexpr (kSeqIdx) {
-            if (cur.id != id_t) xs[k] = 0.0f;
+            if (!bit(m_t, kHalo - 1)) xs[k] = 0.0f;
           }
         } else {
           xs[k] = packed_elem<T, kE>(xw[at(Idx<kK - 1>{})]);
-          if constexpr (kSeqIdx) {
-            if (xid[at(Idx<kK - 1>{})] != id_t) xs[k] = 0.0f;
+          if constexpr (kSeqIdx && kK < kHalo) {  // row t - (kHalo - kK)
+            if (!bit(m_t, kHalo - kK - 1)) xs[k] = 0.0f;
           }
         }
       });
       float d = dy_from(e, packed_elem<T, kE>(cur.g), xs);
       if constexpr (kSeqIdx) {
-        if (id_t < 0) d = 0.0f;  // padding token: constant output
+        if (m_t & kSeqPadBit) d = 0.0f;  // padding token: constant output
       }
       dy[kE] = d;
       acc[kWidth][kE] += d;
@@ -258,7 +259,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
         constexpr int kI = kHalo - 1 - decltype(k)::value;  // dy at t + 1 + kI
         float dv = dyw[at(Idx<kI>{})][kE];
         if constexpr (kSeqIdx) {
-          if (dyid[at(Idx<kI>{})] != id_t) dv = 0.0f;
+          if (!bit(m_t, kSeqReachShift + kI)) dv = 0.0f;  // row t + 1 + kI in t's sequence
         }
         sum = fmaf(w[k][kE], dv, sum);
       });
@@ -293,23 +294,17 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
     if constexpr (kRot != kSlide) {
       constexpr int kOld = (kPh + kHalo - 1) % kHalo;  // the oldest entry's register: the new entry 0
       xw[kOld] = cur.x;
-      xid[kOld] = cur.id;
       static_for<kC>([&](auto e) { dyw[kOld][e] = dy[e]; });
-      dyid[kOld] = id_t;
       return;
     }
     static_for<kHalo>([&](auto i) {
       constexpr int kI = kHalo - 1 - decltype(i)::value;  // from the top down
       if constexpr (kI > 0) {
         xw[kI] = xw[kI - 1];
-        xid[kI] = xid[kI - 1];
         static_for<kC>([&](auto e) { dyw[kI][e] = dyw[kI - 1][e]; });
-        dyid[kI] = dyid[kI - 1];
       } else {
         xw[0] = cur.x;
-        xid[0] = cur.id;
         static_for<kC>([&](auto e) { dyw[0][e] = dy[e]; });
-        dyid[0] = id_t;
       }
     });
   };
@@ -318,7 +313,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
   auto generic = [&](int s_begin, int s_stop) CC_INLINE_LAMBDA {
     for (int s = s_begin; s < s_stop; ++s) {
       const int64_t t = t_end - 1 - s;
-      const Slot cur{x_row(t - kHalo), g_row(t), seq_at(t - kHalo)};
+      const Slot cur{x_row(t - kHalo), g_row(t), mask_at(t)};
       step(BoolC<true>{}, IntC<kSlide>{}, s, cur, dx_at(s));
     }
   };
@@ -332,11 +327,11 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
     const T* x_next = xb + (t_end - 1 - kHalo - s_a) * f.x_l_stride + c0;  // x row of the next load
     const T* g_next = gb + (t_end - 1 - s_a) * p.dout_l_stride + c0;
     T* dx_row = dx_at(s_a);
-    int64_t t_next = t_end - 1 - s_a;  // dout row of the next load (for its seq id)
+    int64_t t_next = t_end - 1 - s_a;  // dout row of the next load (for its mask)
     auto load = [&](Slot& sl) {
       sl.x = load_packed<T, kC>(x_next);
       sl.g = load_packed<T, kC>(g_next);
-      sl.id = seq_at(t_next - kHalo);
+      sl.mk = kSeqIdx ? masks[t_next] : 0u;  // (t_next is inside [0, L) on the fast range)
       x_next -= f.x_l_stride;
       g_next -= p.dout_l_stride;
       --t_next;
@@ -428,6 +423,7 @@ BwdClGrid bwd_cl_grid(const BwdParams& p, const DeviceDesc& dev) {
   g.steps = static_cast<int32_t>(steps);
   g.blocks = f.batch * tblocks(steps) * cblocks;
   g.slots = f.batch * tblocks(steps);
+  g.ws = bwd_workspace_layout(p, g.slots);
   return g;
 }
 
@@ -436,6 +432,7 @@ int launch_bwd_channel_last(const BwdParams& p, const DeviceDesc& dev, Stream st
   const BwdClTuning tune = bwd_cl_tuning(dev.family);
   const BwdClGrid g = bwd_cl_grid(p, dev);
   if (g.blocks > INT_MAX) return kErrInvalidParams;
+  if (const int status = launch_seq_masks(p, g.ws, dev, stream); status != kSuccess) return status;
   return dispatch_dtype(f.x_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return dispatch_width(f.width, [&](auto W) {

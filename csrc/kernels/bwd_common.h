@@ -48,6 +48,47 @@ __device__ __forceinline__ void emit_partial(const BwdParams& p, int64_t slot, i
   }
 }
 
+// seq_idx in the backward kernels: one byte a position (bwd_seq_mask_kernel in bwd.hip writes them
+// into the workspace before the kernel runs). Bit j (j < kMaxWidth - 1) of mask(q) is set when
+// position q - 1 - j is in the row and has q's id; bit kSeqReachShift + i when q + 1 + i is in the
+// row and has q's id; bit 7 when q is a padding token (id < 0: its output is constant, its dy 0).
+// So x[q - 1 - j] is a tap of y[q] iff bit j of mask(q), and dy[q] reaches dx[q - 1 - j] iff the
+// same bit; dy[q + 1 + i] reaches dx[q] iff bit kSeqReachShift + i of mask(q) (the same fact,
+// held by the dx position: the channel-last kernel tests row t's byte only). No ids (4 bytes each,
+// and a halo of them) are held in registers.
+constexpr int kSeqReachShift = kMaxWidth - 1;
+constexpr uint32_t kSeqPadBit = 0x80u;
+static_assert(kSeqReachShift + kMaxWidth - 1 < 7, "the same-sequence bits must stay below the padding bit");
+// Mask bytes per batch row: seqlen with room for the channel-first fast range's last pair of
+// mask vectors (up to 8 bytes past seqlen when the data rows are misaligned), in whole 16-byte
+// lines (0 past seqlen).
+inline int64_t seq_mask_row(int64_t seqlen) { return (seqlen + 8 + 15) / 16 * 16; }
+
+// What the workspace holds where: the dweight/dbias partials (deterministic mode: slots x dim x
+// (width + 1) floats), then the seq_idx masks, 16-byte aligned. Both layouts' grid functions take
+// it from bwd_workspace_layout with their slot count, so the workspace size, the launcher and the
+// kernel read the same offsets.
+struct BwdWorkspace {
+  int64_t mask_offset;  // floats before the seq_idx masks (the partials, rounded up)
+  int64_t mask_row;     // mask bytes per batch row (seq_mask_row; 0 without seq_idx)
+  int64_t elems;        // workspace floats
+};
+inline BwdWorkspace bwd_workspace_layout(const BwdParams& p, int64_t slots) {
+  const FwdParams& f = p.f;
+  const int64_t partials = p.deterministic ? slots * f.dim * (f.width + 1) : 0;
+  BwdWorkspace ws;
+  ws.mask_offset = (partials + 3) / 4 * 4;
+  ws.mask_row = f.seq_idx != nullptr ? seq_mask_row(f.seqlen) : 0;
+  ws.elems = f.seq_idx != nullptr ? ws.mask_offset + f.batch * ws.mask_row / 4 : partials;
+  return ws;
+}
+// The mask bytes of batch row b.
+__device__ __forceinline__ const uint8_t* seq_masks_of(const BwdParams& p, const BwdWorkspace& ws, uint32_t b) {
+  return reinterpret_cast<const uint8_t*>(p.workspace + ws.mask_offset) + int64_t(b) * ws.mask_row;
+}
+// Writes the masks of every batch row of p.f.seq_idx (bwd_seq_mask_kernel); nothing without seq_idx.
+int launch_seq_masks(const BwdParams& p, const BwdWorkspace& ws, const DeviceDesc& dev, Stream stream);
+
 // Launch geometry of the channel-first backward (bwd_cf_grid): the launcher and the workspace size
 // both take it from that one function.
 struct BwdCfGrid {
@@ -59,9 +100,7 @@ struct BwdCfGrid {
   int32_t iters;            // warp iterations per strip (a row's last strip may have fewer)
   int64_t blocks;           // grid size
   int64_t slots;            // dweight/dbias partials per channel: batch * strips_per_row
-  int64_t mask_offset;      // workspace floats before the seq_idx masks (the partials, rounded up)
-  int64_t mask_row;         // seq_idx mask bytes per batch row (seqlen rounded up to 16; 0 without)
-  int64_t workspace_elems;  // workspace floats: the partials (deterministic mode) and the masks
+  BwdWorkspace ws;
 };
 BwdCfGrid bwd_cf_grid(const BwdParams& p, const DeviceDesc& dev);
 int launch_bwd_channel_first(const BwdParams& p, const DeviceDesc& dev, Stream stream);
@@ -74,6 +113,7 @@ struct BwdClGrid {
   int32_t steps;     // time steps per warp
   int64_t blocks;    // grid size: batch * tblocks * cblocks
   int64_t slots;     // dweight/dbias partials per channel: batch * tblocks
+  BwdWorkspace ws;
 };
 BwdClGrid bwd_cl_grid(const BwdParams& p, const DeviceDesc& dev);
 int launch_bwd_channel_last(const BwdParams& p, const DeviceDesc& dev, Stream stream);

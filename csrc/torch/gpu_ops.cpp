@@ -84,7 +84,7 @@ void bwd_gpu(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bia
                                 dinitial_states, silu_activation, deterministic);
   int64_t elems = 0;
   check_launch(kBwdOp.error, "bwd_workspace_elems", gpu::bwd_workspace_elems(p, dev, &elems));
-  at::Tensor workspace;  // deterministic partials, channel-first seq_idx masks (bwd_workspace_elems)
+  at::Tensor workspace;  // deterministic partials, seq_idx masks (bwd_workspace_elems)
   if (elems > 0) {
     workspace = at::empty({elems}, x.options().dtype(at::kFloat));
     p.workspace = workspace.data_ptr<float>();

@@ -97,7 +97,7 @@ struct BwdParams {
   // Bitwise-repeatable dweight/dbias (no atomics on the GPU). The CPU is always deterministic.
   bool deterministic = false;
   // GPU: float scratch of gpu::bwd_workspace_elems() elements when that is > 0 (deterministic
-  // mode's per-block partial sums, reduced in a fixed order; channel-first seq_idx's masks).
+  // mode's per-block partial sums, reduced in a fixed order; seq_idx's masks).
   float* workspace = nullptr;
 };
 
