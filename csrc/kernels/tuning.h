@@ -192,7 +192,8 @@ __host__ __device__ constexpr BwdClTuning bwd_cl_tuning(ArchFamily f) {
     // 4 steps when the grid is small: (1, 4096, 256) in a CUDA graph 9.4 us against 11.0 at 16
     // and 11.5 at 8 (the re-read halo rows hit L2). 8 x 128 threads x
     // 2 x 8 B = 16 KB per SM in flight plus the rows being computed. The seq_idx kernels keep 7
-    // blocks (33.6% there against 30.1% at 8). 64 steps a warp, 4 warps a block: one partial per
+    // blocks (33.6% there against 30.1% at 8; with the mask bytes, 353.7 us against 370.3 at 6 and
+    // 392.0 at 8). 64 steps a warp, 4 warps a block: one partial per
     // 256 steps x 2 channels. Renaming the windows instead of moving them (75 instructions a step
     // against 92) left the plain kernels where they were (59.4-60.2% both ways: not issue-bound)
     // and took the seq_idx kernels from 39.5% to 46.3%, hence seq_rename. Not kept: 7 blocks with
