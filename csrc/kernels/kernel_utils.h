@@ -237,6 +237,54 @@ __device__ __forceinline__ T packed_raw(const Packed<T, kV>& p) {
   }
 }
 
+// Raw bits of element kJ of 32-bit words holding elements of T (two 16-bit values a word, low half
+// first), in the low bits of the result.
+template <typename T, int kJ, int kN>
+__device__ __forceinline__ uint32_t elem_bits(const uint32_t (&w)[kN]) {
+  if constexpr (sizeof(T) == 4) {
+    return w[kJ];
+  } else {
+    return (w[kJ / 2] >> (16 * (kJ % 2))) & 0xffffu;
+  }
+}
+
+// Channel-major runs and position-major rows: a run of kC channels x kS positions (element
+// e * kS + s: channel e, position s; a (dim, state_len) state-contiguous cache line's slice) and
+// kS packed rows of kC channels (rows[s], element e), one from the other by moving element bits
+// with static indices (nothing leaves registers).
+template <typename T, int kC, int kS>
+constexpr int kRunWords = kC * kS * int(sizeof(T)) / 4;
+
+template <typename T, int kC, int kS>
+__device__ __forceinline__ void run_to_rows(const uint32_t (&run)[kRunWords<T, kC, kS>], Packed<T, kC> (&rows)[kS]) {
+  static_assert(kC * int(sizeof(T)) % 4 == 0, "rows of whole 32-bit words");
+  constexpr int kPer = 4 / int(sizeof(T));
+  static_for<kS>([&](auto s) {
+    static_for<Packed<T, kC>::kWords>([&](auto i) {
+      uint32_t word = 0;
+      static_for<kPer>([&](auto h) {
+        constexpr int kE = decltype(i)::value * kPer + decltype(h)::value;
+        word |= elem_bits<T, kE * kS + decltype(s)::value>(run) << (16 * decltype(h)::value);
+      });
+      rows[s].w[i] = word;
+    });
+  });
+}
+
+template <typename T, int kC, int kS>
+__device__ __forceinline__ void rows_to_run(const Packed<T, kC> (&rows)[kS], uint32_t (&run)[kRunWords<T, kC, kS>]) {
+  static_assert(kC * kS * int(sizeof(T)) % 4 == 0, "a run of whole 32-bit words");
+  constexpr int kPer = 4 / int(sizeof(T));
+  static_for<kRunWords<T, kC, kS>>([&](auto i) {
+    uint32_t word = 0;
+    static_for<kPer>([&](auto h) {
+      constexpr int kJ = decltype(i)::value * kPer + decltype(h)::value;
+      word |= elem_bits<T, kJ / kS>(rows[kJ % kS].w) << (16 * decltype(h)::value);
+    });
+    run[i] = word;
+  });
+}
+
 // Builds a Packed from floats as they are computed: set<kE>(v) rounds v to T; 16-bit pairs are
 // packed when their second element arrives (NVIDIA converts both with one instruction).
 template <typename T, int kV>

@@ -18,10 +18,10 @@
 // so a line that is both read and written (in_line == out_line) needs no ordering inside a kernel.
 //
 // Decode. Thread c of block (cx, row) owns channel c of one row (serving_update_kernel), or, when x
-// and the cache keep dim contiguous as vLLM lays them out, kServingVecBytes of channels
-// (serving_update_vec_kernel): it reads the row's window into registers, writes the new state from
-// them and from x, then computes the outputs into x in place (each token is read before its output
-// replaces it).
+// keeps dim contiguous as vLLM lays it out and the cache keeps dim contiguous too (or each channel's
+// state, with state_len = width - 1), kServingVecBytes of channels (serving_update_vec_kernel): it
+// reads the row's window into registers, writes the new state from them and from x, and computes
+// the outputs into x in place (each token is read before its output replaces it).
 //
 // Padded and invalid entries (serving_fwd_row / serving_update_row) get zero outputs and no state
 // access; invalid offsets are clamped into x: an unvalidated call never touches memory outside its
@@ -341,7 +341,7 @@ __global__ void CC_LAUNCH_BOUNDS(serving_update_tuning(kTargetFamily)) serving_u
   }
 }
 
-// Decode's vector path: x and the cache keep dim contiguous (vLLM's layouts; serving_update_vectors
+// Decode's vector path: x and the cache keep dim contiguous (vLLM's layouts; serving_update_path
 // says exactly when). A thread owns kC = kServingVecBytes / sizeof(T) consecutive channels of a
 // row, so a warp moves contiguous runs of each token row and cache position (the scalar kernel
 // moves 2 bytes a lane for 16-bit data); its weights come as runs (load_group_weights: 14.3 us against
@@ -352,11 +352,19 @@ __global__ void CC_LAUNCH_BOUNDS(serving_update_tuning(kTargetFamily)) serving_u
 // as the plain update does, was slower here (the index lookup puts two dependent loads in each row's chain;
 // benchmarks/NOTES.md, seventh session). Rows, padding and speculative offsets as in the scalar
 // kernel.
-template <typename T, int kWidth, int kC, bool kSilu>
+//
+// kStateRun: the cache keeps each channel's state contiguous (VLLM_SSM_CONV_STATE_LAYOUT=DS) with
+// state_len = width - 1, so a thread's kC channels x kHalo positions are one contiguous run of a
+// line: one load_run, turned into the position-major window (run_to_rows), and after the row's
+// tokens the window (the last kHalo entries of [window, tokens], which is the new state: with
+// state_len = width - 1 every valid row has offset 0 and writes kHalo positions) goes back as one
+// store_run.
+template <typename T, int kWidth, int kC, bool kSilu, bool kStateRun>
 __global__ void CC_LAUNCH_BOUNDS(serving_update_tuning(kTargetFamily))
     serving_update_vec_kernel(ServingUpdateParams p, WeightRuns runs) {
   constexpr ServingUpdateTuning kTune = serving_update_tuning(kTargetFamily);
   constexpr int kHalo = kWidth - 1;
+  constexpr int kRunBytes = kRunWords<T, kC, kHalo> * 4;  // kStateRun: a thread's slice of a line
   using Data = Packed<T, kC>;
   const int64_t c0 = (int64_t(blockIdx.x) * kTune.threads + threadIdx.x) * kC;
   if (c0 >= p.dim) return;
@@ -376,13 +384,19 @@ __global__ void CC_LAUNCH_BOUNDS(serving_update_tuning(kTargetFamily))
       for (int64_t t = 0; t < r.len; ++t) store_packed<StoreHint::kOutput>(x + t * xs, zero);
       continue;
     }
-    T* states = static_cast<T*>(p.conv_state) + c0;
+    T* states = static_cast<T*>(p.conv_state) + (kStateRun ? c0 * kHalo : c0);
     const T* in = states + r.in_line * p.state_line_stride;
     Data win[kHalo];
-    static_for<kHalo>([&](auto k) { win[k] = load_packed<T, kC>(in + (offset + int64_t(k)) * sl); });
+    if constexpr (kStateRun) {
+      uint32_t run[kRunWords<T, kC, kHalo>];
+      load_run<kRunBytes>(in, run);
+      run_to_rows<T, kC, kHalo>(run, win);
+    } else {
+      static_for<kHalo>([&](auto k) { win[k] = load_packed<T, kC>(in + (offset + int64_t(k)) * sl); });
+    }
 
     // New state: the last new_len entries of [window, x], read before x is overwritten.
-    if (r.out_line >= 0) {
+    if (!kStateRun && r.out_line >= 0) {
       T* dst = states + r.out_line * p.state_line_stride;
       const int64_t drop = kHalo + r.len - new_len;  // entries of [window, x] the state does not keep
       static_for<kHalo>([&](auto k) {
@@ -399,6 +413,13 @@ __global__ void CC_LAUNCH_BOUNDS(serving_update_tuning(kTargetFamily))
       store_packed<StoreHint::kOutput>(x + t * xs, conv_token<T, kWidth, kC, kSilu>(w, bias, win, cur));
       shift_window(win, cur);
     }
+    if constexpr (kStateRun) {
+      if (r.out_line >= 0) {
+        uint32_t run[kRunWords<T, kC, kHalo>];
+        rows_to_run<T, kC, kHalo>(win, run);
+        store_run<kRunBytes>(states + r.out_line * p.state_line_stride, run);
+      }
+    }
   }
 }
 
@@ -411,17 +432,32 @@ bool serving_fwd_vectors(const ServingFwdParams& p, int kC) {
          reinterpret_cast<uintptr_t>(p.out) % bytes == 0;
 }
 
-// Whether the decode can take serving_update_vec_kernel: x and the cache with dim contiguous, dim,
-// the x pitches the call uses (rows unless varlen, tokens when varlen or seqlen > 1) and the
-// cache's line and position pitches multiples of kC, and both tensors aligned to kC elements.
-bool serving_update_vectors(const ServingUpdateParams& p, int kC) {
-  const int64_t bytes = int64_t(kC) * dtype_size(p.x_dtype);
+// Which decode kernel fits: serving_update_vec_kernel when x keeps dim contiguous (dim and the x
+// pitches the call uses, rows unless varlen and tokens when varlen or seqlen > 1, multiples of kC,
+// x aligned to kC elements) and the cache either keeps dim contiguous too (line and position
+// pitches multiples of kC, aligned to kC elements) or keeps each channel's state contiguous with
+// state_len = width - 1 (kStateRun: line pitch and base aligned to the run's access); the scalar
+// kernel otherwise.
+enum class DecodePath { kScalar, kVector, kStateRun };
+DecodePath serving_update_path(const ServingUpdateParams& p, int kC) {
+  const int es = dtype_size(p.x_dtype);
+  const int64_t bytes = int64_t(kC) * es;
+  const auto aligned = [](const void* ptr, int64_t a) { return reinterpret_cast<uintptr_t>(ptr) % a == 0; };
   const bool varlen = p.query_start_loc.data != nullptr;
   const bool rows_ok = varlen || p.x_batch_stride % kC == 0;
   const bool tokens_ok = (!varlen && p.seqlen <= 1) || p.x_l_stride % kC == 0;
-  return p.x_c_stride == 1 && p.state_c_stride == 1 && p.dim % kC == 0 && rows_ok && tokens_ok &&
-         p.state_line_stride % kC == 0 && p.state_l_stride % kC == 0 && reinterpret_cast<uintptr_t>(p.x) % bytes == 0 &&
-         reinterpret_cast<uintptr_t>(p.conv_state) % bytes == 0;
+  if (p.x_c_stride != 1 || p.dim % kC != 0 || !rows_ok || !tokens_ok || !aligned(p.x, bytes))
+    return DecodePath::kScalar;
+  if (p.state_c_stride == 1 && p.state_line_stride % kC == 0 && p.state_l_stride % kC == 0 &&
+      aligned(p.conv_state, bytes)) {
+    return DecodePath::kVector;
+  }
+  const int64_t halo = p.width - 1, run = run_access(int(bytes * halo));
+  if (p.state_len == halo && p.state_l_stride == 1 && p.state_c_stride == halo &&
+      multiple_of(p.state_line_stride * es, run) && aligned(p.conv_state, run)) {
+    return DecodePath::kStateRun;
+  }
+  return DecodePath::kScalar;
 }
 
 }  // namespace
@@ -475,14 +511,17 @@ int launch_serving_update(const ServingUpdateParams& p, const DeviceDesc& dev, v
     return dispatch_width(p.width, [&](auto W) {
       return dispatch_bool(p.silu, [&](auto Silu) {
         constexpr int kC = kServingVecBytes / int(sizeof(T));
-        if (serving_update_vectors(p, kC)) {
-          const dim3 vgrid(ceil_div_u(p.dim / kC, tune.threads), grid.y);
-          serving_update_vec_kernel<T, decltype(W)::value, kC, decltype(Silu)::value>
-              <<<vgrid, tune.threads, 0, s>>>(p, weight_runs(p, kC));
-        } else {
+        const DecodePath path = serving_update_path(p, kC);
+        if (path == DecodePath::kScalar) {
           serving_update_kernel<T, decltype(W)::value, decltype(Silu)::value><<<grid, tune.threads, 0, s>>>(p);
+          return launch_status();
         }
-        return launch_status();
+        const dim3 vgrid(ceil_div_u(p.dim / kC, tune.threads), grid.y);
+        return dispatch_bool(path == DecodePath::kStateRun, [&](auto Run) {
+          serving_update_vec_kernel<T, decltype(W)::value, kC, decltype(Silu)::value, decltype(Run)::value>
+              <<<vgrid, tune.threads, 0, s>>>(p, weight_runs(p, kC));
+          return launch_status();
+        });
       });
     });
   });

@@ -108,15 +108,17 @@ INSTANTIATE_TEST_SUITE_P(Serving, GpuServingFwd,
                                            ServingCase{DType::kBFloat16, 2, false}));
 
 // dim_cache: the cache keeps dim contiguous, as vLLM allocates it (the vector kernel; kDim is a
-// multiple of its channel groups); otherwise state contiguous (the scalar kernel). tap_major: the
-// weights laid out (width, dim) instead of (dim, width) (the vector kernel's element loads instead
-// of its weight runs). bias: with a bias.
+// multiple of its channel groups); otherwise state contiguous (the scalar kernel, or with
+// short_state the vector kernel's state runs). tap_major: the weights laid out (width, dim) instead
+// of (dim, width) (the vector kernel's element loads instead of its weight runs). bias: with a
+// bias. short_state: state_len = width - 1 (no speculative decoding then: its windows need more).
 struct ServingUpdateCase {
   DType t;
   int width;
   bool dim_cache;
   bool tap_major = false;
   bool bias = false;
+  bool short_state = false;
 };
 
 class GpuServingUpdate : public ::testing::TestWithParam<ServingUpdateCase> {};
@@ -127,26 +129,28 @@ TEST_P(GpuServingUpdate, VarlenSpeculativeMatchesCpu) {
   // Rows of 2, 0, 3, 1 tokens (varlen); row 3 is padding (line 0, the null block).
   const std::vector<int32_t> qsl = {0, 2, 2, 5, 6}, lines = {4, 2, 7, 0}, accepted = {1, 2, 3, 1};
   const int64_t batch = 4, tokens = 7;  // one token of no row at the end
+  const int64_t state_len = sc.short_state ? sc.width - 1 : kStateLen;
   Buffer x = cc_test::random_buffer(sc.t, tokens * kDim, 5);
   Buffer w = cc_test::random_buffer(sc.t, kDim * sc.width, 6);
   Buffer bias = cc_test::random_buffer(sc.t, kDim, 8);
-  Buffer cache = cc_test::random_buffer(sc.t, kLines * kDim * kStateLen, 7);
+  Buffer cache = cc_test::random_buffer(sc.t, kLines * kDim * state_len, 7);
   Buffer x_cpu = x, x_gpu = x, cache_cpu = cache, cache_gpu = cache;
 
   ServingUpdateParams p;
-  p.batch = batch, p.dim = kDim, p.total_tokens = tokens, p.num_cache_lines = kLines, p.state_len = kStateLen;
+  p.batch = batch, p.dim = kDim, p.total_tokens = tokens, p.num_cache_lines = kLines, p.state_len = state_len;
   p.width = sc.width, p.x_dtype = sc.t, p.w_dtype = sc.t, p.silu = false;
   p.x_c_stride = 1, p.x_l_stride = kDim;
   p.weight_c_stride = sc.tap_major ? 1 : sc.width, p.weight_w_stride = sc.tap_major ? kDim : 1;
   p.bias_stride = 1;
-  p.state_line_stride = kDim * kStateLen;
-  p.state_c_stride = sc.dim_cache ? 1 : kStateLen, p.state_l_stride = sc.dim_cache ? kDim : 1;
+  p.state_line_stride = kDim * state_len;
+  p.state_c_stride = sc.dim_cache ? 1 : state_len, p.state_l_stride = sc.dim_cache ? kDim : 1;
   p.padding.has_null_block = true;
   ServingUpdateParams pc = p;
   pc.x = x_cpu.data(), pc.weight = w.data(), pc.conv_state = cache_cpu.data();
   pc.bias = sc.bias ? bias.data() : nullptr;
   pc.conv_state_indices = lines.data(), pc.csi_seq_stride = 1;
-  pc.num_accepted_tokens = {accepted.data(), 1}, pc.query_start_loc = {qsl.data(), 1};
+  if (!sc.short_state) pc.num_accepted_tokens = {accepted.data(), 1};
+  pc.query_start_loc = {qsl.data(), 1};
   ASSERT_EQ(causal_conv1d::cpu::launch_serving_update(pc, causal_conv1d::cpu::serial_for), 0);
 
   DeviceBuffer dx = device_copy(x), dw = device_copy(w), db = device_copy(bias), dcache = device_copy(cache), dl(lines),
@@ -155,7 +159,7 @@ TEST_P(GpuServingUpdate, VarlenSpeculativeMatchesCpu) {
   pg.x = dx.ptr, pg.weight = dw.ptr, pg.conv_state = dcache.ptr;
   pg.bias = sc.bias ? db.ptr : nullptr;
   pg.conv_state_indices = static_cast<const int32_t*>(dl.ptr), pg.csi_seq_stride = 1;
-  pg.num_accepted_tokens = {static_cast<const int32_t*>(da.ptr), 1};
+  if (!sc.short_state) pg.num_accepted_tokens = {static_cast<const int32_t*>(da.ptr), 1};
   pg.query_start_loc = {static_cast<const int32_t*>(dq.ptr), 1};
   CC_GPU_OK(causal_conv1d::gpu::launch_serving_update(pg, cc_test::device0(), nullptr));
   CC_GPU_OK(causal_conv1d::gpu::device_synchronize());
@@ -175,6 +179,13 @@ INSTANTIATE_TEST_SUITE_P(Serving, GpuServingUpdate,
                                            ServingUpdateCase{DType::kBFloat16, 4, true, false, true},
                                            ServingUpdateCase{DType::kBFloat16, 4, true, true, false},
                                            ServingUpdateCase{DType::kFloat16, 2, true, false, true},
-                                           ServingUpdateCase{DType::kFloat16, 3, true, true, true}));
+                                           ServingUpdateCase{DType::kFloat16, 3, true, true, true},
+                                           // state_len = width - 1: state runs (state contiguous), and
+                                           // the dim-contiguous vector kernel with a short line
+                                           ServingUpdateCase{DType::kBFloat16, 4, false, false, true, true},
+                                           ServingUpdateCase{DType::kFloat32, 3, false, true, false, true},
+                                           ServingUpdateCase{DType::kFloat16, 2, false, false, true, true},
+                                           ServingUpdateCase{DType::kFloat32, 4, false, false, false, true},
+                                           ServingUpdateCase{DType::kBFloat16, 3, true, false, true, true}));
 
 }  // namespace
