@@ -185,6 +185,7 @@ INSTANTIATE_TEST_SUITE_P(Serving, GpuServingUpdate,
                                            ServingUpdateCase{DType::kBFloat16, 4, false, false, true, true},
                                            ServingUpdateCase{DType::kFloat32, 3, false, true, false, true},
                                            ServingUpdateCase{DType::kFloat16, 2, false, false, true, true},
+                                           ServingUpdateCase{DType::kBFloat16, 3, false, true, false, true},
                                            ServingUpdateCase{DType::kFloat32, 4, false, false, false, true},
                                            ServingUpdateCase{DType::kBFloat16, 3, true, false, true, true}));
 

@@ -40,7 +40,7 @@ int device_desc(int device, DeviceDesc* desc);
 int launch_fwd(const FwdParams& p, const DeviceDesc& dev, void* stream);
 int launch_update(const UpdateParams& p, const DeviceDesc& dev, void* stream);
 // Float elements of scratch launch_bwd needs in p.workspace on device `dev`: the partials of
-// p.deterministic, and channel-first seq_idx's masks (0 when neither).
+// p.deterministic, and the seq_idx masks of either layout (0 when neither).
 int bwd_workspace_elems(const BwdParams& p, const DeviceDesc& dev, int64_t* elems);
 int launch_bwd(const BwdParams& p, const DeviceDesc& dev, void* stream);
 int launch_varlen_states(const VarlenStatesParams& p, const DeviceDesc& dev, void* stream);
