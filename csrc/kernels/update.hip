@@ -204,8 +204,6 @@ __global__ void CC_LAUNCH_BOUNDS(update_tuning(kTargetFamily)) update_decode_ker
       });
       // New state: each channel's entries shift left by one and x enters last. Element bits are
       // moved with static indices, so nothing leaves registers.
-      constexpr uint32_t kMask = sizeof(T) == 4 ? 0xffffffffu : 0xffffu;
-      auto bits = [&](const uint32_t* words, int j) { return (words[j / kPerWord] >> (16 * (j % kPerWord))) & kMask; };
       uint32_t ns[kStBytes / 4];
       static_for<kStBytes / 4>([&](auto i) {
         uint32_t word = 0;
@@ -214,9 +212,9 @@ __global__ void CC_LAUNCH_BOUNDS(update_tuning(kTargetFamily)) update_decode_ker
           constexpr int kE = kJ / kS, kPos = kJ % kS;
           uint32_t v;
           if constexpr (kPos + 1 < kS) {
-            v = bits(cur.st, kJ + 1);  // the same channel's next entry
+            v = elem_bits<T, kJ + 1>(cur.st);  // the same channel's next entry
           } else {
-            v = bits(cur.x, kE);
+            v = elem_bits<T, kE>(cur.x);
           }
           word |= v << (16 * decltype(h)::value);
         });
