@@ -22,11 +22,11 @@
 // registers over the strip: one warp reduction and one partial per strip (atomics, or a workspace
 // slot in deterministic mode, which is what makes that mode cost nothing extra here).
 //
-// dinitial_states, the dx at positions -(W-1) .. -1 (dout is 0 there, x is initial_states), only
-// reads dy at positions 0 .. W-2: in a row that starts on a vector boundary lane 0 of iteration 0
-// holds them and computes it there (tuning row's dinit_lane0). A misaligned row's strip 0 (and
-// every row where the row says no) walks one more iteration (positions < 0) instead, its dx
-// stored there.
+// States (initial_states, dinitial_states, dfinal_states) change the dx of a row's first and last
+// W - 1 positions, the dy of its first W - 1 and their dweight/dbias terms, and the dx before the
+// row (dinitial_states): a second pass (bwd_cf_states_kernel, a thread a row) recomputes those from
+// memory after the walk, which runs as without states. In the walk they cost a row two edge
+// iterations (unpipelined, element-wise: a few fast iterations each; +25% at (8, 4096, 4096)).
 //
 // seq_idx: a kernel before the walk (launch_seq_masks) turns each batch row's ids into one
 // byte a position (bwd_common.h says what it holds) in the workspace, read beside the data
@@ -37,8 +37,8 @@
 //
 // The hot loop has no edge code: the iterations whose vectors are all whole (for every lane, so the
 // choice is warp-uniform around the shuffles) run with the ring and plain vector accesses; the few
-// others (a row's first and last vectors, the dinitial_states iteration, vectors that dfinal_states
-// adds to) run one at a time through the element-wise paths. Edge code in the loop cost registers
+// others (a row's first and last vectors when not whole) run one at a time through the
+// element-wise paths. Edge code in the loop cost registers
 // and, on NVIDIA, register saves around the out-of-line edge calls.
 #include <algorithm>
 #include <climits>
@@ -56,25 +56,15 @@ namespace {
 // cannot differ between arch families.
 __host__ __device__ constexpr int bwd_cf_vec(int esize) { return 16 / esize; }
 
-// dx of a vector that is not one whole store: positions outside [0, L) are dropped except
-// -(W-1) .. -1, which are dinitial_states (when asked for); dfinal_states adds to the last W-1
-// positions of [initial_states, x]. Out of line on NVIDIA (CC_EDGE_FN); scalars only; positions
-// tested and addressed through row_span.
+// dx of a vector that is not one whole store: positions outside [0, L) are dropped. Out of line on
+// NVIDIA (CC_EDGE_FN); scalars only; positions tested and addressed through row_span.
 template <typename T, int kV, int kHalo>
-CC_EDGE_FN void store_dx_edge(T* dx, T* dinit, int64_t dinit_ls, const T* dfin, int64_t dfin_ls, int64_t L, int64_t q0,
-                              Floats<kV> o) {
+CC_EDGE_FN void store_dx_edge(T* dx, int64_t L, int64_t q0, Floats<kV> o) {
   const RowSpan s = row_span<kV, kHalo>(L, q0);
   T* pdx = dx + q0;
   static_for<kV>([&](auto e) {
     constexpr int kE = decltype(e)::value;
-    if (kE < s.lo - kHalo || kE >= s.hi) return;
-    float v = o.v[e];
-    if (dfin != nullptr && kE >= s.hi - kHalo) v += to_float(dfin[int64_t(kE - s.hi + kHalo) * dfin_ls]);
-    if (kE >= s.lo) {
-      pdx[kE] = from_float<T>(v);
-    } else if (dinit != nullptr) {
-      dinit[int64_t(kE - s.lo + kHalo) * dinit_ls] = from_float<T>(v);
-    }
+    if (kE >= s.lo && kE < s.hi) pdx[kE] = from_float<T>(o.v[e]);
   });
 }
 
@@ -110,15 +100,8 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   const T* dout = static_cast<const T*>(p.dout) + int64_t(b) * p.dout_batch_stride + int64_t(c) * p.dout_c_stride;
   T* dx = static_cast<T*>(p.dx) + int64_t(b) * p.dx_batch_stride + int64_t(c) * p.dx_c_stride;
   const uint8_t* masks = kSeqIdx ? seq_masks_of(p, g.ws, b) : nullptr;
-  // The states' rows, used only on the edge paths (computed there from the params, so no register
-  // holds them across the walk). seq_idx never comes with states (the torch layer rejects it).
-  auto init_row = [&]() -> const T* {
-    if (kSeqIdx || f.initial_states == nullptr) return nullptr;
-    return static_cast<const T*>(f.initial_states) + int64_t(b) * f.init_batch_stride + int64_t(c) * f.init_c_stride;
-  };
-  const bool want_dinit = !kSeqIdx && p.dinitial_states != nullptr;
-  const bool want_dfin = !kSeqIdx && p.dfinal_states != nullptr;
-  auto input = [&](int64_t q) { return row_input<T, kHalo>(x, L, init_row(), f.init_l_stride, q); };
+  // (The states are the second pass's: here the inputs before the row are zeros.)
+  auto input = [&](int64_t q) { return row_input<T, kHalo>(x, L, nullptr, 0, q); };
   auto mask_at = [&](int64_t q) -> uint32_t { return q >= 0 && q < L ? masks[q] : 0u; };
 
   const int m = misalignment<T, kV>(x);
@@ -129,10 +112,6 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   const int64_t vec0 = int64_t(strip) * g.iters * kWarpSize;           // the strip's first vector
   const int64_t left = (row_vecs - vec0 + kWarpSize - 1) / kWarpSize;  // iterations left in the row
   const int n_it = left <= 0 ? 0 : left < g.iters ? int(left) : g.iters;
-  // dinitial_states: computed by iteration 0 (an edge iteration then) in a row that starts on a
-  // vector boundary, else by an extra iteration -1.
-  const bool dinit_here = kTune.dinit_lane0 && strip == 0 && want_dinit && m == 0 && n_it > 0;
-  const int it_lo = strip == 0 && want_dinit && !dinit_here ? -1 : 0;
   const int it_hi = n_it - 1;
   const int64_t qbase = (vec0 + lane) * kV - m;  // this lane's first position
   // Room left in the row after qbase, saturated to 32 bits (a strip spans a few thousand
@@ -192,17 +171,17 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
       s.x = load_packed<T, kV>(x + q0);
       s.g = load_packed<T, kV>(dout + q0);
     } else {
-      s.x = load_edge<T, kV, kHalo>(x, L, init_row(), f.init_l_stride, q0);
+      s.x = load_edge<T, kV, kHalo>(x, L, nullptr, 0, q0);
       s.g = load_edge<T, kV, kHalo>(dout, L, nullptr, 0, q0);
     }
     static_for<kHalo>([&](auto i) { s.hx[i] = T{}; });
     if (lane < kDMax) {
-      row_inputs<T, kHalo, kHalo>(x, L, init_row(), f.init_l_stride, q0 - kHalo, [&](auto i, T v) { s.hx[i] = v; });
+      row_inputs<T, kHalo, kHalo>(x, L, nullptr, 0, q0 - kHalo, [&](auto i, T v) { s.hx[i] = v; });
     }
     load_masks(s, q0, BoolC<false>{});
   };
   // An iteration of the fast range: every vector whole; the halo inside the row, or before an
-  // aligned row without initial states (zeros).
+  // aligned row (zeros).
   auto load_fast = [&](int it, Slot& s) CC_INLINE_LAMBDA {
     const int64_t q0 = qbase + int64_t(it) * kStep;
     s.x = load_packed<T, kV>(x + q0);
@@ -371,34 +350,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
     } else {
       Floats<kV> ov;
       static_for<kV>([&](auto e) { ov.v[e] = o[e]; });
-      T* dinit = want_dinit ? static_cast<T*>(p.dinitial_states) + int64_t(b) * p.dinit_batch_stride +
-                                  int64_t(c) * p.dinit_c_stride
-                            : nullptr;
-      const T* dfin = want_dfin ? static_cast<const T*>(p.dfinal_states) + int64_t(b) * p.dfinal_batch_stride +
-                                      int64_t(c) * p.dfinal_c_stride
-                                : nullptr;
-      if (dinit_here && it == 0 && lane == 0) {
-        // (before the row's dx: dy is then no longer live) dinit[i] = dx at q = i - kHalo = sum_k w[k] dy[i - k] (dy at
-        // positions < 0 is 0), plus dfinal_states where q is among the last kHalo positions of [initial_states, x].
-        static_for<kHalo>([&](auto i) {
-          constexpr int kI = decltype(i)::value;
-          float v = 0.0f;
-          static_for<kWidth>([&](auto k) {
-            constexpr int kJ = kI - decltype(k)::value;
-            if constexpr (kJ >= 0) {
-              if constexpr (kJ < kV) {
-                v = fmaf(w[k], dy[kJ], v);
-              } else {
-                v = fmaf(w[k], dya[kJ - kV], v);
-              }
-            }
-          });
-          const int64_t q = kI - kHalo;
-          if (dfin != nullptr && q >= L - kHalo) v += to_float(dfin[(q - (L - kHalo)) * p.dfinal_l_stride]);
-          dinit[kI * p.dinit_l_stride] = from_float<T>(v);
-        });
-      }
-      store_dx_edge<T, kV, kHalo>(dx, dinit, p.dinit_l_stride, dfin, p.dfinal_l_stride, L, q0, ov);
+      store_dx_edge<T, kV, kHalo>(dx, L, q0, ov);
     }
   };
   // An iteration: its masks taken out of the slot, then computed; with seq_idx, without the masks
@@ -445,18 +397,16 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
     }
   };
 
-  // The walk, from it_hi down to it_lo. The fast range [lo_fast, hi_fast] is where every lane's
+  // The walk, from it_hi down to 0. The fast range [lo_fast, hi_fast] is where every lane's
   // vector is whole, its dx one store and lane 0's halo inside the row or zeros before it (bounds
   // from lane 0's start and the last lane's room, so the whole warp agrees); it runs with `ring`
   // iterations loaded ahead and no edge code. The iterations above it (a row's last) and below it
-  // (a misaligned row's first, one whose halo is initial_states or that computes dinitial_states,
-  // a misaligned row's dinitial_states one) run one
-  // at a time through the edge paths.
+  // (a misaligned row's first) run one at a time through the edge paths.
   const int64_t qbase0 = vec0 * kV - m;
-  const int64_t room_last = L - (qbase0 + int64_t(kWarpSize - 1) * kV) - (want_dfin ? kHalo : 0);
+  const int64_t room_last = L - (qbase0 + int64_t(kWarpSize - 1) * kV);
   int hi_fast = room_last < kV ? -1 : int(min((room_last - kV) / kStep, int64_t(it_hi)));
-  int lo_fast = max(qbase0 >= kHalo || (qbase0 == 0 && init_row() == nullptr && !dinit_here) ? 0 : 1, it_lo);
-  if (lo_fast > hi_fast) lo_fast = it_lo, hi_fast = it_lo - 1;  // no fast range
+  int lo_fast = qbase0 >= kHalo || qbase0 == 0 ? 0 : 1;
+  if (lo_fast > hi_fast) lo_fast = 0, hi_fast = -1;  // no fast range
   auto generic = [&](int from, int to) CC_INLINE_LAMBDA {
     for (int it = from; it >= to; --it) {
       Slot cur;
@@ -499,13 +449,115 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
       });
     }
   }
-  generic(lo_fast - 1, it_lo);
+  generic(lo_fast - 1, 0);
 
   // One partial per strip: the warp's sums (a fixed butterfly order, so deterministic).
   static_for<kWidth + 1>([&](auto k) {
     for (int off = kWarpSize / 2; off > 0; off /= 2) acc[k] += shfl_xor(acc[k], off, kWarpSize);
   });
   if (lane == 0) emit_partial<kWidth>(p, int64_t(b) * g.strips_per_row + strip, c, acc);
+}
+
+// The states pass (see the top of the file): a thread a (batch, channel) row, after the walk,
+// which took the inputs before the row as zeros and added nothing to the row's last dx. With
+// H = W - 1 it recomputes dy at positions 0 .. 2H - 1 with the initial states and at L - H .. L - 1,
+// stores the dx of positions -H .. H - 1 (those before the row are dinitial_states) and of
+// L - H .. L - 1 (plus dfinal_states), each summed in the walk's order, and adds the difference the
+// initial states make to the dweight/dbias terms of positions 0 .. H - 1 to the row's strip-0
+// partial (a stream-ordered add to its slot in deterministic mode, so still the same bits every
+// run). All loads are issued before any use: one memory latency a thread.
+template <typename T, int kWidth, bool kSilu>
+__global__ void __launch_bounds__(bwd_cf_tuning(kTargetFamily).states_threads)
+    bwd_cf_states_kernel(BwdParams p, BwdCfGrid g) {
+  constexpr int kH = kWidth - 1;
+  const FwdParams& f = p.f;
+  const int64_t row = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= int64_t(f.batch) * f.dim) return;
+  const int64_t b = row / f.dim, c = row - b * f.dim;
+  const int64_t L = f.seqlen;
+  const T* x = static_cast<const T*>(f.x) + b * f.x_batch_stride + c * f.x_c_stride;
+  const T* dout = static_cast<const T*>(p.dout) + b * p.dout_batch_stride + c * p.dout_c_stride;
+  T* dx = static_cast<T*>(p.dx) + b * p.dx_batch_stride + c * p.dx_c_stride;
+  const T* init = f.initial_states == nullptr
+                      ? nullptr
+                      : static_cast<const T*>(f.initial_states) + b * f.init_batch_stride + c * f.init_c_stride;
+  T* dinit = p.dinitial_states == nullptr
+                 ? nullptr
+                 : static_cast<T*>(p.dinitial_states) + b * p.dinit_batch_stride + c * p.dinit_c_stride;
+  const T* dfin = p.dfinal_states == nullptr
+                      ? nullptr
+                      : static_cast<const T*>(p.dfinal_states) + b * p.dfinal_batch_stride + c * p.dfinal_c_stride;
+
+  float w[kWidth], bias = 0.0f;
+  with_dtype(f.w_dtype, [&](auto tag) {
+    using WT = typename decltype(tag)::type;
+    const WT* wp = static_cast<const WT*>(f.weight) + c * f.weight_c_stride;
+    static_for<kWidth>([&](auto k) { w[k] = to_float(wp[k * f.weight_w_stride]); });
+    if (f.bias != nullptr) bias = to_float(static_cast<const WT*>(f.bias)[c * f.bias_stride]);
+  });
+  auto xin = [&](int64_t q) { return to_float(row_input<T, kH>(x, L, init, f.init_l_stride, q)); };
+  auto gin = [&](int64_t q) { return q >= 0 && q < L ? to_float(dout[q]) : 0.0f; };
+  // Head: x at i - H (initial states before the row), dout at i; tail: x at L - 2H + i, dout at
+  // L - H + i; dfinal_states.
+  float xh[3 * kH], gh[2 * kH], xt[2 * kH], gt[kH], fin[kH];
+  static_for<3 * kH>([&](auto i) { xh[i] = xin(int64_t(i) - kH); });
+  static_for<2 * kH>([&](auto i) { gh[i] = gin(i); });
+  static_for<2 * kH>([&](auto i) { xt[i] = xin(L - 2 * kH + i); });
+  static_for<kH>([&](auto i) { gt[i] = gin(L - kH + i); });
+  static_for<kH>([&](auto i) { fin[i] = dfin == nullptr ? 0.0f : to_float(dfin[i * p.dfinal_l_stride]); });
+
+  // dy from a position's dout and its kWidth inputs (bwd_channel_first_kernel's dy_from).
+  auto dy_of = [&](float gq, const float* xs) {
+    float y = bias;
+    static_for<kWidth>([&](auto k) { y = fmaf(w[k], xs[k], y); });
+    return kSilu ? gq * dsilu(y) : gq;
+  };
+  float dyh[2 * kH], dyt[kH];  // dy at positions i (0 past the row) and L - H + i
+  static_for<2 * kH>([&](auto i) { dyh[i] = i < L ? dy_of(gh[i], xh + i) : 0.0f; });
+  static_for<kH>([&](auto i) { dyt[i] = L - kH + i >= 0 ? dy_of(gt[i], xt + i) : 0.0f; });
+  // dx at position q from the dy at q .. q + H (0 outside the row), plus dfinal_states at the last H.
+  auto dx_at = [&](int64_t q, auto dy_pos) {
+    float v = 0.0f;
+    static_for<kWidth>([&](auto k) { v = fmaf(w[k], dy_pos(q + kH - int64_t(k)), v); });
+    return q >= L - kH ? v + fin[q - (L - kH)] : v;
+  };
+  auto dy_head = [&](int64_t pos) { return pos >= 0 && pos < 2 * kH ? dyh[pos] : 0.0f; };
+  auto dy_tail = [&](int64_t pos) { return pos < L ? dyt[pos - (L - kH)] : 0.0f; };
+  // Positions -H .. H - 1 (clipped to the row) and max(H, L - H) .. L - 1.
+  static_for<2 * kH>([&](auto i) {
+    const int64_t q = int64_t(i) - kH;
+    if (q >= L) return;
+    const float v = dx_at(q, dy_head);
+    if (q < 0) {
+      if (dinit != nullptr) dinit[(q + kH) * p.dinit_l_stride] = from_float<T>(v);
+    } else if (init != nullptr || dfin != nullptr) {
+      dx[q] = from_float<T>(v);
+    }
+  });
+  if (dfin != nullptr) {
+    static_for<kH>([&](auto i) {
+      const int64_t q = L - kH + i;
+      if (q >= kH) dx[q] = from_float<T>(dx_at(q, dy_tail));
+    });
+  }
+  if (init == nullptr) return;
+  // The initial states' part of the dweight/dbias terms of positions 0 .. H - 1.
+  float acc[kWidth + 1] = {};
+  static_for<kH>([&](auto i) {
+    if (i >= L) return;
+    float xz[kWidth];
+    static_for<kWidth>([&](auto k) { xz[k] = i + k < kH ? 0.0f : xh[i + k]; });
+    const float dt = dyh[i], dz = dy_of(gh[i], xz);
+    acc[kWidth] += dt - dz;
+    static_for<kWidth>([&](auto k) { acc[k] = fmaf(-dz, xz[k], fmaf(dt, xh[i + k], acc[k])); });
+  });
+  const int64_t slot = b * g.strips_per_row;
+  if (p.deterministic) {
+    float* dst = p.workspace + (slot * f.dim + c) * (kWidth + 1);
+    static_for<kWidth + 1>([&](auto k) { dst[k] += acc[k]; });
+  } else {
+    emit_partial<kWidth>(p, slot, c, acc);
+  }
 }
 
 }  // namespace
@@ -550,7 +602,7 @@ int launch_bwd_channel_first(const BwdParams& p, const DeviceDesc& dev, Stream s
   const BwdCfGrid g = bwd_cf_grid(p, dev);
   if (int64_t(f.batch) * f.dim * g.strips_per_row > INT_MAX || f.dim > UINT32_MAX) return kErrInvalidParams;
   if (const int status = launch_seq_masks(p, g.ws, dev, stream); status != kSuccess) return status;
-  return dispatch_dtype(f.x_dtype, [&](auto tag) {
+  const int status = dispatch_dtype(f.x_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return dispatch_bool(f.seq_idx != nullptr, [&](auto Q) {
       constexpr bool kSeqIdx = decltype(Q)::value;
@@ -564,6 +616,20 @@ int launch_bwd_channel_first(const BwdParams& p, const DeviceDesc& dev, Stream s
             return launch_status();
           });
         });
+      });
+    });
+  });
+  // The states pass (seq_idx never comes with states: the torch layer rejects it, and the kernel
+  // above ignores them).
+  const bool states = f.initial_states != nullptr || p.dinitial_states != nullptr || p.dfinal_states != nullptr;
+  if (status != kSuccess || !states || f.seq_idx != nullptr) return status;
+  return dispatch_dtype(f.x_dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return dispatch_width(f.width, [&](auto W) {
+      return dispatch_bool(f.silu, [&](auto S) {
+        bwd_cf_states_kernel<T, decltype(W)::value, decltype(S)::value>
+            <<<ceil_div_u(f.batch * f.dim, tune.states_threads), tune.states_threads, 0, stream>>>(p, g);
+        return launch_status();
       });
     });
   });

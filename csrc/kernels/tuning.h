@@ -121,17 +121,18 @@ __host__ __device__ constexpr FwdClTuning fwd_cl_tuning(ArchFamily f) {
 // one vector of x and of dout per lane per iteration (16 bytes), `ring`
 // iterations loaded ahead of the one computed; dweight/dbias stay in registers over the strip.
 struct BwdCfTuning {
-  int threads;        // block size: whole warps, each an independent strip
-  int occupancy;      // CC_LAUNCH_BOUNDS: NVIDIA blocks per SM, AMD waves per SIMD
-  int occupancy_seq;  // the same for the seq_idx kernels
-  int max_iters;      // iterations per strip: a strip recomputes width - 1 dy past its end and emits
-                      // one dweight/dbias partial, so longer strips cost less of both
-  int ring;           // iterations loaded ahead (x and dout: 2 x 16 B a lane)
-  int l2_ahead;       // NVIDIA: iterations past the ring whose x and dout lines are prefetched to
-                      // L2 (no registers held; the ring's loads then wait on L2, not DRAM)
-  bool nt_store;      // AMD: nontemporal stores for dx (written once, never read back)
-  bool dinit_lane0;   // dinitial_states from iteration 0's lane 0 in aligned rows (see the kernel),
-                      // not from an extra iteration
+  int threads;         // block size: whole warps, each an independent strip
+  int occupancy;       // CC_LAUNCH_BOUNDS: NVIDIA blocks per SM, AMD waves per SIMD
+  int occupancy_seq;   // the same for the seq_idx kernels
+  int max_iters;       // iterations per strip: a strip recomputes width - 1 dy past its end and emits
+                       // one dweight/dbias partial, so longer strips cost less of both
+  int ring;            // iterations loaded ahead (x and dout: 2 x 16 B a lane)
+  int l2_ahead;        // NVIDIA: iterations past the ring whose x and dout lines are prefetched to
+                       // L2 (no registers held; the ring's loads then wait on L2, not DRAM)
+  bool nt_store;       // AMD: nontemporal stores for dx (written once, never read back)
+  int states_threads;  // block size of the states pass (a thread a row; neighbouring threads take
+                       // neighbouring channels, so the states' loads and stores coalesce when
+                       // they are channel-contiguous, as upstream's callers allocate them)
 };
 
 __host__ __device__ constexpr BwdCfTuning bwd_cf_tuning(ArchFamily f) {
@@ -142,27 +143,28 @@ __host__ __device__ constexpr BwdCfTuning bwd_cf_tuning(ArchFamily f) {
     // prefetch 2 iterations past the ring (no registers held) adds 1-4 points. 32 iterations a
     // strip (8192 bf16 elements) against 16: +3.5 points at L = 8192 and 16384 (a strip pays
     // one ring fill, one weight load and one partial; the recomputed dy past its end is 3 of
-    // 8192). dinitial_states in iteration 0 (one edge iteration fewer a row with states): 313 ->
-    // 297 us with states at (8, 4096, 4096). (8, 4096, 4096): 79.6% of copy; (4, 5376, 8192): 83.7%; (1, 8192,
+    // 8192). (8, 4096, 4096): 79.6% of copy; (4, 5376, 8192): 83.7%; (1, 8192,
     // 16384): 80.7%. The seq_idx kernels (16-byte vectors, a mask byte a position beside them, and a second computation
     // without the masks that most iterations take) run 5 blocks (96 registers): at (8, 4096, 4096) with 8 sequences a
     // row, 303 us against 327 at 6 blocks in one run, 333 at 6 against 361 at 7 in another.
-    case ArchFamily::kNvidia: return {128, 7, 5, 32, 1, 2, false, true};
-    // RDNA: ~10 KB per CU. 10 waves/SIMD (<= 144 VGPRs; the next step, 12 waves at 120, spills
-    // in the 16-bit kernels: the ring loop needs ~111, the edge iterations more) x 2 SIMDs x 32
-    // lanes x 2 x 32 B = 40 KB. Nontemporal dx stores keep x's halo lines (re-read by
-    // the next strip) in the Infinity Cache. 32 iterations a strip for the per-strip costs
-    // measured on NVIDIA; no L2 prefetch instruction is used on AMD.
-    case ArchFamily::kRdna4: return {128, 10, 10, 32, 1, 0, true, true};
-    case ArchFamily::kRdna3: return {128, 10, 10, 32, 1, 0, true, true};
-    // gfx942 / gfx90a: the strip needs more than the 128 VGPRs of 4 waves/SIMD (the 16-bit kernels
-    // spill at 4; at 5, 96 VGPRs, even 8-byte vectors and the scalar kernels spill);
-    // 3 waves x 4 SIMDs x 64 lanes x 2 x 32 B = 48 KB per CU against the ~30-40 KB needed.
-    // dinitial_states from the extra iteration: computing it in iteration 0 keeps its dy live
-    // longer, and the 16-bit width-4 kernels spilled (3-7 VGPRs) at these 3 waves.
-    case ArchFamily::kCdna: return {128, 3, 3, 32, 1, 0, true, false};
+    // States in their own pass (128 threads, a row each): (8, 4096, 4096) 247.5 us with them
+    // against 230.5 without, 294.8 when the walk took them (two edge iterations a row).
+    case ArchFamily::kNvidia: return {128, 7, 5, 32, 1, 2, false, 128};
+    // RDNA: ~10 KB per CU in flight is enough; the kernel is latency-bound (as on NVIDIA, where
+    // resident warps mattered more than depth), so as many waves as the registers allow: 16
+    // waves/SIMD (<= 96 VGPRs; the kernels need 86-93 since the states moved to their own pass:
+    // no spills) x 2 SIMDs x 32 lanes x 2 x 16 B = 32 KB. The seq_idx kernels need up to 143:
+    // 10 waves. Nontemporal dx stores keep x's halo lines (re-read by the next strip) in the
+    // Infinity Cache. 32 iterations a strip for the per-strip costs measured on NVIDIA; no L2
+    // prefetch instruction is used on AMD. (Chosen from the compile report, not timed: no AMD GPU.)
+    case ArchFamily::kRdna4: return {128, 16, 10, 32, 1, 0, true, 128};
+    case ArchFamily::kRdna3: return {128, 16, 10, 32, 1, 0, true, 128};
+    // gfx942 / gfx90a: 4 waves/SIMD (<= 128 VGPRs: the kernels need up to 102; at 5 waves, 96
+    // VGPRs, the 16-bit width-4 kernels spill 2-7): 4 x 4 SIMDs x 64 lanes x 2 x 16 B = 32 KB per
+    // CU against the ~30-40 KB needed. The seq_idx kernels (up to 152 VGPRs) run 3.
+    case ArchFamily::kCdna: return {128, 4, 3, 32, 1, 0, true, 128};
   }
-  return {128, 7, 5, 32, 1, 2, false, true};
+  return {128, 7, 5, 32, 1, 2, false, 128};
 }
 
 // Backward, channel-last (bwd_channel_last.hip): a thread owns 8 bytes of channels and walks

@@ -209,6 +209,15 @@ std::vector<BwdGpuParam> gpu_bwd_cases() {
       v.push_back({{t, DType::kFloat32, 3, false, true, true, false, true, 2, dim, L}, L % 3 == 1});
       v.push_back({{t, DType::kFloat32, L % 2 == 0 ? 4 : 2, false, true, true, false, true, 2, dim, L}, L % 3 == 2});
     }
+  // Channel-first states on aligned rows, whose first and last warp iterations are fast: the
+  // initial_states halo of iteration 0 (its dy, dx and dweight terms corrected after the walk),
+  // dinitial_states and dfinal_states recomputed after it; rows of whole warp iterations (256 bf16 /
+  // 128 fp32 elements), rows of 2 strips, and rows whose last W - 1 positions straddle the last fast
+  // iteration and an edge one (4097, 4098).
+  for (int64_t L : {256, 4096, 4097, 4098, 8448})
+    for (DType t : {DType::kBFloat16, DType::kFloat32})
+      for (int width = causal_conv1d::kMinWidth; width <= causal_conv1d::kMaxWidth; ++width)
+        v.push_back({{t, DType::kFloat32, width, false, width != 3, true, true, false, 2, 3, L}, L % 2 == 1});
   // Channel-last: dims not divisible by the channel vector (2 of 16-bit), time ranges of 64 steps,
   // 4 to a block, so rows of 100 and 1100 steps end mid-range and mid-block; states and seq_idx.
   for (int64_t dim : {1, 3, 5, 130, 513})
