@@ -25,8 +25,9 @@
 // States (initial_states, dinitial_states, dfinal_states) change the dx of a row's first and last
 // W - 1 positions, the dy of its first W - 1 and their dweight/dbias terms, and the dx before the
 // row (dinitial_states): a second pass (bwd_cf_states_kernel, a thread a row) recomputes those from
-// memory after the walk, which runs as without states. In the walk they cost a row two edge
-// iterations (unpipelined, element-wise: a few fast iterations each; +25% at (8, 4096, 4096)).
+// memory after the walk, which runs as without states. (Taken in the walk, as before, they made a
+// row's first and last iterations edge ones, unpipelined and element-wise: +25% at (8, 4096, 4096)
+// against +7% with the pass.)
 //
 // seq_idx: a kernel before the walk (launch_seq_masks) turns each batch row's ids into one
 // byte a position (bwd_common.h says what it holds) in the workspace, read beside the data
