@@ -9,7 +9,8 @@
 //
 // The walk goes from the strip's last iteration to its first, with `ring` iterations of x and
 // dout loaded ahead in statically indexed registers, and on NVIDIA the lines of `l2_ahead` more
-// iterations prefetched to L2. In each iteration a lane computes dy at its
+// iterations prefetched to L2 (NVIDIA's row has no ring: the loads wait on L2, and the registers
+// a ring slot would hold buy an 8th block). In each iteration a lane computes dy at its
 // kV positions, their dweight/dbias terms, and dx at its kV positions, for which it needs:
 //  - the x halo (the W-1 inputs before its vector, for its dy): by shuffle from the previous lane.
 //    Lane 0 (lanes < kD when a vector is shorter than the halo) loads its halo with its vector:

@@ -137,19 +137,23 @@ struct BwdCfTuning {
 
 __host__ __device__ constexpr BwdCfTuning bwd_cf_tuning(ArchFamily f) {
   switch (f) {
-    // Latency-bound at the occupancy its registers allow. Measured on the H200, bf16, SiLU:
-    // 7 blocks (72 registers) with a ring of 1 beat 8 blocks (64 registers: spills, -5 points)
-    // and 6 blocks with a ring of 2 (-6 points): resident warps matter more than depth. The L2
-    // prefetch 2 iterations past the ring (no registers held) adds 1-4 points. 32 iterations a
-    // strip (8192 bf16 elements) against 16: +3.5 points at L = 8192 and 16384 (a strip pays
-    // one ring fill, one weight load and one partial; the recomputed dy past its end is 3 of
-    // 8192). (8, 4096, 4096): 79.6% of copy; (4, 5376, 8192): 83.7%; (1, 8192,
-    // 16384): 80.7%. The seq_idx kernels (16-byte vectors, a mask byte a position beside them, and a second computation
-    // without the masks that most iterations take) run 5 blocks (96 registers): at (8, 4096, 4096) with 8 sequences a
-    // row, 303 us against 327 at 6 blocks in one run, 333 at 6 against 361 at 7 in another.
-    // States in their own pass (128 threads, a row each): (8, 4096, 4096) 247.5 us with them
-    // against 230.5 without, 294.8 when the walk took them (two edge iterations a row).
-    case ArchFamily::kNvidia: return {128, 7, 5, 32, 1, 2, false, 128};
+    // Latency-bound at the occupancy its registers allow. Measured on the H200, bf16, SiLU
+    // (upstream in the same runs: 92.5 / 94.4 / 88.5 / 54%): no ring, the L2 prefetch 2
+    // iterations ahead, 8 blocks (64 registers, no spills): (1, 8192, 16384) 89.2% of copy,
+    // (4, 5376, 8192) 91.1%, (8, 4096, 4096) 89.8%, (2, 8192, 1024) 64.7%, against 83.3 / 86.4 /
+    // 82.1 / 57.7% for a ring of 1 at 7 blocks (72 registers, 64 bytes of spills). The loads
+    // wait on L2, not DRAM, and 32 warps an SM hide that; without the registers of a ring slot
+    // the 8th block fits. Same runs: prefetch 1 or 3 ahead -2 to -6 points, 4 or 5 ahead worse;
+    // 9 blocks (56 registers, 12 bytes of spills) -2 to -4; a ring of 1 at 8 blocks (spills) -5.
+    // 24 iterations a strip: within 0.5% of 16 and 32 (a strip pays one weight load, one
+    // prefetch run-up and one partial, and recomputes width - 1 dy past its end); 16 against 32
+    // was +3.5 points with a ring, whose fill a strip also paid. The seq_idx kernels (16-byte
+    // vectors, a mask byte a position beside them, and a second computation without the masks
+    // that most iterations take) run 5 blocks (96 registers): at (8, 4096, 4096) with 8
+    // sequences a row, 303 us against 327 at 6 blocks in one run, 333 at 6 against 361 at 7 in
+    // another (with a ring of 1; 305 us without). States in their own pass (128 threads, a row
+    // each): (8, 4096, 4096) 227 us with them against 211 without.
+    case ArchFamily::kNvidia: return {128, 8, 5, 24, 0, 2, false, 128};
     // RDNA: ~10 KB per CU in flight is enough; the kernel is latency-bound (as on NVIDIA, where
     // resident warps mattered more than depth), so as many waves as the registers allow: 16
     // waves/SIMD (<= 96 VGPRs; the kernels need 86-93 since the states moved to their own pass:
@@ -164,7 +168,7 @@ __host__ __device__ constexpr BwdCfTuning bwd_cf_tuning(ArchFamily f) {
     // CU against the ~30-40 KB needed. The seq_idx kernels (up to 152 VGPRs) run 3.
     case ArchFamily::kCdna: return {128, 4, 3, 32, 1, 0, true, 128};
   }
-  return {128, 7, 5, 32, 1, 2, false, 128};
+  return {128, 8, 5, 24, 0, 2, false, 128};
 }
 
 // Backward, channel-last (bwd_channel_last.hip): a thread owns 8 bytes of channels and walks
