@@ -24,6 +24,9 @@ def main():
     ap.add_argument("--dtype", choices=list(DTYPES), default="bf16")
     ap.add_argument("--width", type=int, default=4)
     ap.add_argument("--calls", type=int, default=4)
+    ap.add_argument("--states", action="store_true",
+                    help="bwd: initial_states and dfinal_states in, dinitial_states out (as bench.py's states rows)")
+    ap.add_argument("--seq-idx", action="store_true", help="bwd: 8 packed sequences a row (as bench.py's seq_idx rows)")
     args = ap.parse_args()
     import causal_conv1d_cuda as cc
 
@@ -40,13 +43,21 @@ def main():
     bias = torch.randn(d, device="cuda", dtype=dt)
     dw = torch.zeros(d, args.width, device="cuda")
     db = torch.zeros(d, device="cuda")
+    if args.op == "fwd" and (args.states or args.seq_idx):
+        ap.error("--states and --seq-idx are for bwd")
+    seq = init = dfin = dinit = None
+    if args.seq_idx:
+        seq = (torch.arange(l, device="cuda", dtype=torch.int32) * 8 // l).expand(b, l).contiguous()
+    if args.states:
+        init, dfin, dinit = (torch.randn(b, args.width - 1, d, device="cuda", dtype=dt).transpose(1, 2) for _ in range(3))
     for _ in range(args.calls):
         if args.op == "fwd":
             cc.causal_conv1d_fwd(x, w, bias, None, None, out, None, True)
         else:
-            cc.causal_conv1d_bwd(x, w, bias, dout, None, None, None, out, dw, db, None, True)
+            cc.causal_conv1d_bwd(x, w, bias, dout, seq, init, dfin, out, dw, db, dinit, True)
     torch.cuda.synchronize()
-    print(f"{args.op} {args.layout} {args.dtype} {tuple(args.shape)} x{args.calls} with {cc.__file__}")
+    extra = "".join(f" {n}" for n, on in (("states", args.states), ("seq_idx", args.seq_idx)) if on)
+    print(f"{args.op} {args.layout} {args.dtype} {tuple(args.shape)}{extra} x{args.calls} with {cc.__file__}")
 
 
 if __name__ == "__main__":

@@ -152,7 +152,9 @@ __host__ __device__ constexpr BwdCfTuning bwd_cf_tuning(ArchFamily f) {
     // that most iterations take) run 5 blocks (96 registers): at (8, 4096, 4096) with 8
     // sequences a row, 303 us against 327 at 6 blocks in one run, 333 at 6 against 361 at 7 in
     // another (with a ring of 1; 305 us without). States in their own pass (128 threads, a row
-    // each): (8, 4096, 4096) 227 us with them against 211 without.
+    // each; vector loads of a row's head and tail): (8, 4096, 4096) 223.8 us with them against
+    // 211 without (227.2 with scalar loads); the pass alone 11.2 us, latency-bound (one wave of
+    // 1024 warps, each load spread over 32 rows).
     case ArchFamily::kNvidia: return {128, 8, 5, 24, 0, 2, false, 128};
     // RDNA: ~10 KB per CU in flight is enough; the kernel is latency-bound (as on NVIDIA, where
     // resident warps mattered more than depth), so as many waves as the registers allow: 16

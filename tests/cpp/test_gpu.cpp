@@ -213,8 +213,10 @@ std::vector<BwdGpuParam> gpu_bwd_cases() {
   // initial_states halo of iteration 0 (its dy, dx and dweight terms corrected after the walk),
   // dinitial_states and dfinal_states recomputed after it; rows of whole warp iterations (256 bf16 /
   // 128 fp32 elements), rows of 2 strips, and rows whose last W - 1 positions straddle the last fast
-  // iteration and an edge one (4097, 4098).
-  for (int64_t L : {256, 4096, 4097, 4098, 8448})
+  // iteration and an edge one (4097, 4098). Short rows (4-24) for the states pass's vector loads: a
+  // row's head and tail vectors the same one or overlapping (its scalar path where L is not a
+  // multiple of the vector).
+  for (int64_t L : {4, 8, 16, 24, 256, 4096, 4097, 4098, 8448})
     for (DType t : {DType::kBFloat16, DType::kFloat32})
       for (int width = causal_conv1d::kMinWidth; width <= causal_conv1d::kMaxWidth; ++width)
         v.push_back({{t, DType::kFloat32, width, false, width != 3, true, true, false, 2, 3, L}, L % 2 == 1});
