@@ -149,13 +149,14 @@ __host__ __device__ constexpr BwdCfTuning bwd_cf_tuning(ArchFamily f) {
     // prefetch run-up and one partial, and recomputes width - 1 dy past its end); 16 against 32
     // was +3.5 points with a ring, whose fill a strip also paid. The seq_idx kernels (16-byte
     // vectors, a mask byte a position beside them, and a second computation without the masks
-    // that most iterations take) run 5 blocks (96 registers): at (8, 4096, 4096) with 8
-    // sequences a row, 303 us against 327 at 6 blocks in one run, 333 at 6 against 361 at 7 in
-    // another (with a ring of 1; 305 us without). States in their own pass (128 threads, a row
+    // that most iterations take) run 8 blocks too (64 registers, 36 bytes of spills): at (8, 4096,
+    // 4096) with 8 sequences a row, 277.6 us against 292.0 at 7 blocks, 294.7 at 6 and 305.0 at 5
+    // (96 registers) in one run; with a ring of 1, 5 blocks had been best (303 us against 327 at
+    // 6 and 361 at 7). States in their own pass (128 threads, a row
     // each; vector loads of a row's head and tail): (8, 4096, 4096) 223.8 us with them against
     // 211 without (227.2 with scalar loads); the pass alone 11.2 us, latency-bound (one wave of
     // 1024 warps, each load spread over 32 rows).
-    case ArchFamily::kNvidia: return {128, 8, 5, 24, 0, 2, false, 128};
+    case ArchFamily::kNvidia: return {128, 8, 8, 24, 0, 2, false, 128};
     // RDNA: ~10 KB per CU in flight is enough; the kernel is latency-bound (as on NVIDIA, where
     // resident warps mattered more than depth), so as many waves as the registers allow: 16
     // waves/SIMD (<= 96 VGPRs; the kernels need 86-93 since the states moved to their own pass:
@@ -170,7 +171,7 @@ __host__ __device__ constexpr BwdCfTuning bwd_cf_tuning(ArchFamily f) {
     // CU against the ~30-40 KB needed. The seq_idx kernels (up to 152 VGPRs) run 3.
     case ArchFamily::kCdna: return {128, 4, 3, 32, 1, 0, true, 128};
   }
-  return {128, 8, 5, 24, 0, 2, false, 128};
+  return {128, 8, 8, 24, 0, 2, false, 128};
 }
 
 // Backward, channel-last (bwd_channel_last.hip): a thread owns 8 bytes of channels and walks
