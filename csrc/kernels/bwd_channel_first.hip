@@ -515,8 +515,8 @@ __global__ void __launch_bounds__(bwd_cf_tuning(kTargetFamily).states_threads)
   if constexpr (kVec) {
     constexpr int kV = bwd_cf_vec(int(sizeof(T)));
     constexpr int kN = states_vectors<kWidth>(int(sizeof(T)));  // vectors covering 2H positions
-    constexpr int kE = kN * kV;                                   // elements they hold
-    Packed<T, kV> xv[kN], gv[kN], xe[kN], ge[kN];                 // head (from 0) and tail (to L)
+    constexpr int kE = kN * kV;                                 // elements they hold
+    Packed<T, kV> xv[kN], gv[kN], xe[kN], ge[kN];               // head (from 0) and tail (to L)
     static_for<kN>([&](auto j) {
       xv[j] = load_packed<T, kV>(x + j * kV);
       gv[j] = load_packed<T, kV>(dout + j * kV);
@@ -665,8 +665,8 @@ int launch_bwd_channel_first(const BwdParams& p, const DeviceDesc& dev, Stream s
       return dispatch_bool(f.silu, [&](auto S) {
         constexpr int kWidth = decltype(W)::value;
         constexpr int kV = bwd_cf_vec(int(sizeof(T)));
-        const bool vec = g.kv > 1 && g.aligned && f.seqlen % kV == 0 &&
-                         f.seqlen >= states_vectors<kWidth>(int(sizeof(T))) * kV;
+        const bool vec =
+            g.kv > 1 && g.aligned && f.seqlen % kV == 0 && f.seqlen >= states_vectors<kWidth>(int(sizeof(T))) * kV;
         return dispatch_bool(vec, [&](auto V) {
           bwd_cf_states_kernel<T, kWidth, decltype(S)::value, decltype(V)::value>
               <<<ceil_div_u(f.batch * f.dim, tune.states_threads), tune.states_threads, 0, stream>>>(p, g);
