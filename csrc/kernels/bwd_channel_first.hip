@@ -77,6 +77,26 @@ CC_EDGE_FN void store_dx_edge(T* dx, int64_t L, int64_t q0, Floats<kV> o) {
   });
 }
 
+// Weights and bias (0 without one) of channel c, as floats: the walk's and the states pass's.
+template <int kWidth>
+__device__ __forceinline__ void load_channel_weights(const FwdParams& f, int64_t c, float (&w)[kWidth], float& bias) {
+  bias = 0.0f;
+  with_dtype(f.w_dtype, [&](auto tag) {
+    using WT = typename decltype(tag)::type;
+    const WT* wp = static_cast<const WT*>(f.weight) + c * f.weight_c_stride;
+    static_for<kWidth>([&](auto k) { w[k] = to_float(wp[k * f.weight_w_stride]); });
+    if (f.bias != nullptr) bias = to_float(static_cast<const WT*>(f.bias)[c * f.bias_stride]);
+  });
+}
+
+// dy at a position from its dout and its kWidth inputs xs[0 .. kWidth) (bwd_common.h's formula).
+template <int kWidth, bool kSilu>
+__device__ __forceinline__ float dy_at(const float (&w)[kWidth], float bias, float gq, const float* xs) {
+  float y = bias;
+  static_for<kWidth>([&](auto k) { y = fmaf(w[k], xs[k], y); });
+  return kSilu ? gq * dsilu(y) : gq;
+}
+
 template <typename T, int kWidth, int kV, bool kSilu, bool kSeqIdx>
 __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily), kSeqIdx))
     bwd_channel_first_kernel(BwdParams p, BwdCfGrid g) {
@@ -130,19 +150,10 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   auto inside = [&](int it) { return it > 0 || (it == 0 && qbase >= 0); };
   auto whole = [&](int it) { return inside(it) && it * kStep + kV <= room; };
 
-  float w[kWidth], bias = 0.0f;
-  with_dtype(f.w_dtype, [&](auto tag) {
-    using WT = typename decltype(tag)::type;
-    const WT* wp = static_cast<const WT*>(f.weight) + int64_t(c) * f.weight_c_stride;
-    static_for<kWidth>([&](auto k) { w[k] = to_float(wp[k * f.weight_w_stride]); });
-    if (f.bias != nullptr) bias = to_float(static_cast<const WT*>(f.bias)[int64_t(c) * f.bias_stride]);
-  });
+  float w[kWidth], bias;
+  load_channel_weights<kWidth>(f, c, w, bias);
   // dy at a position from its dout and its kWidth inputs (already masked by seq_idx).
-  auto dy_from = [&](float gq, const float (&xs)[kWidth]) {
-    float y = bias;
-    static_for<kWidth>([&](auto k) { y = fmaf(w[k], xs[k], y); });
-    return kSilu ? gq * dsilu(y) : gq;
-  };
+  auto dy_from = [&](float gq, const float (&xs)[kWidth]) { return dy_at<kWidth, kSilu>(w, bias, gq, xs); };
 
   // What one iteration loads: x and dout vectors, the x halo of lanes < kDMax (element i at
   // position q0 - kHalo + i; kept as loaded until the iteration is computed: converting or
@@ -500,13 +511,8 @@ __global__ void __launch_bounds__(bwd_cf_tuning(kTargetFamily).states_threads)
                       ? nullptr
                       : static_cast<const T*>(p.dfinal_states) + b * p.dfinal_batch_stride + c * p.dfinal_c_stride;
 
-  float w[kWidth], bias = 0.0f;
-  with_dtype(f.w_dtype, [&](auto tag) {
-    using WT = typename decltype(tag)::type;
-    const WT* wp = static_cast<const WT*>(f.weight) + c * f.weight_c_stride;
-    static_for<kWidth>([&](auto k) { w[k] = to_float(wp[k * f.weight_w_stride]); });
-    if (f.bias != nullptr) bias = to_float(static_cast<const WT*>(f.bias)[c * f.bias_stride]);
-  });
+  float w[kWidth], bias;
+  load_channel_weights<kWidth>(f, c, w, bias);
   auto xin = [&](int64_t q) { return to_float(row_input<T, kH>(x, L, init, f.init_l_stride, q)); };
   auto gin = [&](int64_t q) { return q >= 0 && q < L ? to_float(dout[q]) : 0.0f; };
   // Head: x at i - H (initial states before the row), dout at i; tail: x at L - 2H + i, dout at
@@ -542,12 +548,7 @@ __global__ void __launch_bounds__(bwd_cf_tuning(kTargetFamily).states_threads)
   }
   static_for<kH>([&](auto i) { fin[i] = dfin == nullptr ? 0.0f : to_float(dfin[i * p.dfinal_l_stride]); });
 
-  // dy from a position's dout and its kWidth inputs (bwd_channel_first_kernel's dy_from).
-  auto dy_of = [&](float gq, const float* xs) {
-    float y = bias;
-    static_for<kWidth>([&](auto k) { y = fmaf(w[k], xs[k], y); });
-    return kSilu ? gq * dsilu(y) : gq;
-  };
+  auto dy_of = [&](float gq, const float* xs) { return dy_at<kWidth, kSilu>(w, bias, gq, xs); };
   float dyh[2 * kH], dyt[kH];  // dy at positions i (0 past the row) and L - H + i
   static_for<2 * kH>([&](auto i) { dyh[i] = i < L ? dy_of(gh[i], xh + i) : 0.0f; });
   static_for<kH>([&](auto i) { dyt[i] = L - kH + i >= 0 ? dy_of(gt[i], xt + i) : 0.0f; });
