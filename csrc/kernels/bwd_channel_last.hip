@@ -9,8 +9,9 @@
 //
 // Each thread walks its range from the last step to the first. At step t it holds the x window
 // x[t-(W-1) .. t] and the dy window dy[t+1 .. t+W-1] in registers; it takes x row t-(W-1) and
-// dout row t from a ring loaded `ring` steps ahead, computes dy[t], its dweight/dbias terms and
-// dx[t], and slides both windows by one. Before the walk it loads the W-1 x rows of its first
+// dout row t from a ring loaded `ring` steps ahead (on NVIDIA, without seq_idx: from shared memory
+// stages that cp.async fills `async_ring` steps ahead, holding no registers), computes dy[t], its
+// dweight/dbias terms and dx[t], and slides both windows by one. Before the walk it loads the W-1 x rows of its first
 // window and computes the dy past its range from W-1 more x rows and W-1 dout rows (cache hits:
 // the neighbouring range loads them too). No data moves between threads until the end, where the
 // warps of a block add their dweight/dbias sums in LDS in a fixed order: one partial per block.
@@ -83,6 +84,18 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
     bwd_channel_last_kernel(BwdParams p, BwdClGrid g) {
   constexpr BwdClTuning kTune = bwd_cl_tuning(kTargetFamily);
   constexpr int kRing = kTune.ring;
+#if defined(__HIP_DEVICE_COMPILE__)  // (a HIP host pass sees NVIDIA's row: no target is known there)
+  static_assert(kTune.async_ring == 0, "cp.async is an NVIDIA instruction");
+#endif
+  // The fast range's rows staged in shared memory by cp.async (sm_80 on; 4-byte vectors, and not
+  // with seq_idx: see the tuning row).
+#if CAUSAL_CONV1D_BACKEND_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  constexpr int kAsync = kC * int(sizeof(T)) == 4 && !kSeqIdx ? kTune.async_ring : 0;
+#else
+  constexpr int kAsync = 0;
+#endif
+  // Steps in flight ahead of the one computed: in shared memory, or in registers.
+  constexpr int kAhead = kAsync > 0 ? kAsync : kRing;
   constexpr int kHalo = kWidth - 1;
   constexpr bool kRename = !kSeqIdx || kTune.seq_rename;
   constexpr int kWarps = kTune.threads / kWarpSize;
@@ -336,21 +349,55 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
       g_next -= p.dout_l_stride;
       --t_next;
     };
-    Slot ring[kRing];
-    static_for<kRing>([&](auto j) {
-      if (j < m) load(ring[j]);
+    Slot ring[kAsync > 0 ? 1 : kRing];
+#if CAUSAL_CONV1D_BACKEND_CUDA
+    // kAsync stages a warp, used in turn (the loop unrolled to a multiple of kAsync steps, so each
+    // stage's address is a constant offset): each lane copies its own 4 bytes of an x and a dout
+    // row and reads back only what it copied, so no barrier is needed. A stage is refilled after
+    // the step read from it is computed (its values consumed); one commit group a step, empty past
+    // the range, so cp_async_wait<kAsync - 1> always means "this step's rows have landed".
+    __shared__ uint32_t stages[kAsync > 0 ? kWarps : 1][kAsync > 0 ? kAsync : 1][2][kWarpSize];
+    auto issue = [&](int j) {
+      cp_async4(&stages[warp][j][0][lane], x_next);
+      cp_async4(&stages[warp][j][1][lane], g_next);
+      x_next -= f.x_l_stride;
+      g_next -= p.dout_l_stride;
+    };
+#endif
+    static_for<kAhead>([&](auto j) {
+      if constexpr (kAsync > 0) {
+#if CAUSAL_CONV1D_BACKEND_CUDA
+        if (j < m) issue(decltype(j)::value);
+        cp_async_commit();
+#endif
+      } else {
+        if (j < m) load(ring[j]);
+      }
     });
     auto fast = [&](auto j, auto rot, int r) CC_INLINE_LAMBDA {
-      constexpr int kJ = decltype(j)::value % kRing;
-      const Slot cur = ring[kJ];
-      if (r + kRing < m) load(ring[kJ]);
-      step(BoolC<false>{}, rot, s_a + r, cur, dx_row);
+      constexpr int kJ = decltype(j)::value % kAhead;
+      if constexpr (kAsync > 0) {
+#if CAUSAL_CONV1D_BACKEND_CUDA
+        cp_async_wait<kAsync - 1>();
+        Slot cur;
+        cur.x.w[0] = stages[warp][kJ][0][lane];  // (one word: kAsync needs 4-byte rows)
+        cur.g.w[0] = stages[warp][kJ][1][lane];
+        cur.mk = 0u;
+        step(BoolC<false>{}, rot, s_a + r, cur, dx_row);
+        if (r + kAsync < m) issue(kJ);
+        cp_async_commit();
+#endif
+      } else {
+        const Slot cur = ring[kJ];
+        if (r + kRing < m) load(ring[kJ]);
+        step(BoolC<false>{}, rot, s_a + r, cur, dx_row);
+      }
       dx_row -= p.dx_l_stride;
     };
     if constexpr (kRename) {
       // kU steps an iteration bring the ring and the renamed windows back to their first
-      // registers (the least common multiple of kRing and kHalo); the last m % kU steps slide.
-      constexpr int kU = kHalo % kRing == 0 ? kHalo : kRing % kHalo == 0 ? kRing : kRing * kHalo;
+      // registers (the least common multiple of kAhead and kHalo); the last m % kU steps slide.
+      constexpr int kU = kHalo % kAhead == 0 ? kHalo : kAhead % kHalo == 0 ? kAhead : kAhead * kHalo;
       int r0 = 0;
       for (; r0 + kU <= m; r0 += kU) {
         static_for<kU>([&](auto j) {
@@ -362,8 +409,8 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
         if (r0 + j < m) fast(j, IntC<kSlide>{}, r0 + j);
       });
     } else {
-      for (int r0 = 0; r0 < m; r0 += kRing) {
-        static_for<kRing>([&](auto j) {
+      for (int r0 = 0; r0 < m; r0 += kAhead) {
+        static_for<kAhead>([&](auto j) {
           if (r0 + j < m) fast(j, IntC<kSlide>{}, r0 + j);
         });
       }

@@ -174,7 +174,7 @@ __host__ __device__ constexpr BwdCfTuning bwd_cf_tuning(ArchFamily f) {
   return {128, 8, 8, 24, 0, 2, false, 128};
 }
 
-// Backward, channel-last (bwd_channel_last.hip): a thread owns 8 bytes of channels and walks
+// Backward, channel-last (bwd_channel_last.hip): a thread owns 4 bytes of channels and walks
 // a time range backwards with the x and dy windows in registers; the warps of a block take
 // consecutive time ranges of the same channels and meet in LDS for one dweight/dbias partial.
 struct BwdClTuning {
@@ -189,6 +189,9 @@ struct BwdClTuning {
   int ring;               // time steps loaded ahead (a row of x and of dout each)
   bool seq_rename;        // the seq_idx kernels rename their windows too (see the kernel)
   bool nt_store;
+  int async_ring;  // NVIDIA (sm_80 on): stages of a step's x and dout rows copied ahead
+                   // into shared memory by cp.async instead of the register ring (4-byte
+                   // vectors without seq_idx; 256 B a warp a step); 0: the register ring
 };
 
 __host__ __device__ constexpr BwdClTuning bwd_cl_tuning(ArchFamily f) {
@@ -209,19 +212,29 @@ __host__ __device__ constexpr BwdClTuning bwd_cl_tuning(ArchFamily f) {
     // 2 or 3 rows ahead (+1-3 points on the large shapes, 51 -> 41-43% at (2, 8192, 1024) where
     // 1024 blocks no longer fit in one wave), an L2 prefetch 2 or 4 rows past the ring (spills at
     // 64 registers: 39%; at 7 blocks +1 point, and the seq_idx kernels spill: 34%).
-    case ArchFamily::kNvidia: return {128, 8, 7, 64, 4, 4, 2, true, false};
+    // Since then the plain kernels stage their rows in shared memory by cp.async, 6 steps a warp
+    // (5 ahead of the one computed while it is computed: 8 blocks x 4 warps x 5 x 256 B = 40 KB
+    // per SM in flight, no registers held): bf16 (1, 8192, 16384) / (4, 5376, 8192) / (8, 4096,
+    // 4096) / (2, 8192, 1024) 73.4 / 74.2 / 72.9 / 55.5% against 60.2 / 60.2 / 59.7 / 50.4% with
+    // the register ring, in one run. 3 / 4 / 5 / 7 / 8 stages: 68.4 / 70.0 / 68.4 / 67.1 / 63.6% at
+    // (1, 8192, 16384) (the loop unrolls lcm(stages, width - 1) steps: 15-24 of them outgrow the
+    // instruction cache); a stage index in a register instead (6 steps unrolled for any depth):
+    // 66.2% at 6, 68.0% at 4, 65.7% at 8, 61.7% at 12 (its address math spills). The seq_idx
+    // kernels keep the register ring: staged, with the mask word copied beside the rows, 482.7
+    // us against 354.9 at (8, 4096, 4096).
+    case ArchFamily::kNvidia: return {128, 8, 7, 64, 4, 4, 2, true, false, 6};
     // RDNA: ~10 KB per CU; at least 12 waves/SIMD (the kernel needs 85 VGPRs, so 16 run) x 2 SIMDs
     // x 32 lanes x 2 rows ahead x 8 B = 12 KB. Ranges down to 4 steps as on NVIDIA: filling the
     // CUs matters more than the re-read halo rows, which hit the cache. The seq_idx kernels
     // slide their windows: renamed, the width-4 ones spill at 12 waves (and at 5 on gfx942).
-    case ArchFamily::kRdna4: return {128, 12, 12, 64, 4, 4, 2, false, true};
-    case ArchFamily::kRdna3: return {128, 12, 12, 64, 4, 4, 2, false, true};
+    case ArchFamily::kRdna4: return {128, 12, 12, 64, 4, 4, 2, false, true, 0};
+    case ArchFamily::kRdna3: return {128, 12, 12, 64, 4, 4, 2, false, true, 0};
     // gfx942: wave64, so 128 threads are 2 time ranges of 64 channel groups. 5 waves/SIMD (<= 96
     // VGPRs, no spills) x 4 SIMDs x 64 lanes x 2 x 8 B = 20 KB per CU, short of the ~30-40 KB
     // gfx942 needs.
-    case ArchFamily::kCdna: return {128, 5, 5, 64, 4, 4, 2, false, true};
+    case ArchFamily::kCdna: return {128, 5, 5, 64, 4, 4, 2, false, true, 0};
   }
-  return {128, 8, 7, 64, 4, 4, 2, true, false};
+  return {128, 8, 7, 64, 4, 4, 2, true, false, 6};
 }
 
 // Deterministic backward: the ordered sum of the dweight/dbias partials (bwd.hip). A block covers

@@ -129,6 +129,21 @@ __device__ __forceinline__ float fast_exp_neg(float v) {
 // Asks L2 for the line holding p; no register is written, so nothing waits for it. NVIDIA only
 // (the tuning rows that use it are NVIDIA's).
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
+// Asynchronous 4-byte copies from global to shared memory (cp.async, sm_80 on; the tuning rows
+// that use them are NVIDIA's): the data travels without holding registers. Both addresses are
+// 4-byte aligned. Copies are grouped by cp_async_commit; cp_async_wait<N> returns once at most N
+// of the thread's newest groups are still in flight, and the issuing thread may then read what
+// those before them copied (no barrier: other threads' copies are not covered).
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
+  const auto s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int kInFlight>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kInFlight) : "memory");
+}
 #endif
 
 // SiLU for results stored as 16-bit values. On NVIDIA: x/2 * (1 + tanh(x/2)) with the hardware
