@@ -8,13 +8,13 @@
 // grid covers (batch, time block, channel block).
 //
 // Each thread walks its range from the last step to the first. At step t it holds the x window
-// x[t-(W-1) .. t] and the dy window dy[t+1 .. t+W-1] in registers; it takes x row t-(W-1) and
-// dout row t from a ring loaded `ring` steps ahead (on NVIDIA, without seq_idx: from shared memory
-// stages that cp.async fills `async_ring` steps ahead, holding no registers), computes dy[t], its
-// dweight/dbias terms and dx[t], and slides both windows by one. Before the walk it loads the W-1 x rows of its first
-// window and computes the dy past its range from W-1 more x rows and W-1 dout rows (cache hits:
-// the neighbouring range loads them too). No data moves between threads until the end, where the
-// warps of a block add their dweight/dbias sums in LDS in a fixed order: one partial per block.
+// x[t-(W-1) .. t] and the dy window dy[t+1 .. t+W-1] in registers; it takes x row t-(W-1) and dout
+// row t from a ring loaded `ring` steps ahead (on NVIDIA: from shared memory stages that cp.async
+// fills `async_ring` steps ahead, holding no registers), computes dy[t], its dweight/dbias terms
+// and dx[t], and slides both windows by one. Before the walk it loads the W-1 x rows of its first
+// window and computes the dy past its range from W-1 more x rows and W-1 dout rows (cache hits: the
+// neighbouring range loads them too). No data moves between threads until the end, where the warps
+// of a block add their dweight/dbias sums in LDS in a fixed order: one partial per block.
 //
 // dinitial_states: the range starting at t = 0 walks W-1 more steps (t < 0, where dout is 0 and
 // x is initial_states), whose dx is dinitial_states.
@@ -87,10 +87,9 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
 #if defined(__HIP_DEVICE_COMPILE__)  // (a HIP host pass sees NVIDIA's row: no target is known there)
   static_assert(kTune.async_ring == 0, "cp.async is an NVIDIA instruction");
 #endif
-  // The fast range's rows staged in shared memory by cp.async (sm_80 on; 4-byte vectors, and not
-  // with seq_idx: see the tuning row).
+  // The fast range's rows staged in shared memory by cp.async (sm_80 on; 4-byte vectors).
 #if CAUSAL_CONV1D_BACKEND_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  constexpr int kAsync = kC * int(sizeof(T)) == 4 && !kSeqIdx ? kTune.async_ring : 0;
+  constexpr int kAsync = kC * int(sizeof(T)) == 4 ? kTune.async_ring : 0;
 #else
   constexpr int kAsync = 0;
 #endif
@@ -382,7 +381,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
         Slot cur;
         cur.x.w[0] = stages[warp][kJ][0][lane];  // (one word: kAsync needs 4-byte rows)
         cur.g.w[0] = stages[warp][kJ][1][lane];
-        cur.mk = 0u;
+        cur.mk = kSeqIdx ? masks[t_end - 1 - s_a - r] : 0u;  // (a word holds 4 rows' masks: L1 hits)
         step(BoolC<false>{}, rot, s_a + r, cur, dx_row);
         if (r + kAsync < m) issue(kJ);
         cp_async_commit();

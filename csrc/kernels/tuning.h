@@ -219,10 +219,15 @@ __host__ __device__ constexpr BwdClTuning bwd_cl_tuning(ArchFamily f) {
     // the register ring, in one run. 3 / 4 / 5 / 7 / 8 stages: 68.4 / 70.0 / 68.4 / 67.1 / 63.6% at
     // (1, 8192, 16384) (the loop unrolls lcm(stages, width - 1) steps: 15-24 of them outgrow the
     // instruction cache); a stage index in a register instead (6 steps unrolled for any depth):
-    // 66.2% at 6, 68.0% at 4, 65.7% at 8, 61.7% at 12 (its address math spills). The seq_idx
-    // kernels keep the register ring: staged, with the mask word copied beside the rows, 482.7
-    // us against 354.9 at (8, 4096, 4096).
-    case ArchFamily::kNvidia: return {128, 8, 7, 64, 4, 4, 2, true, false, 6};
+    // 66.2% at 6, 68.0% at 4, 65.7% at 8, 61.7% at 12 (its address math spills). 128 steps a warp
+    // (half the halo rows re-read and partials written): 75.4 / 77.0 / 75.3% against 73.4 / 74.3 /
+    // 73.0 at 64 in one run, deterministic 259.5 us against 270.4 (the reduction reads half the
+    // partials); 32 steps: 68%. The seq_idx kernels stage their rows too and read a row's mask
+    // byte when they take the row (L1 hits: 4 rows' masks a word): 302.4 us at (8, 4096, 4096)
+    // with 8 sequences a row against 358.1 with the register ring; with the mask word copied into
+    // the stages beside the rows, 482.7. Not kept: nontemporal dx stores (no change), an L2
+    // prefetch 2 rows past the stages (spills: 68%).
+    case ArchFamily::kNvidia: return {128, 8, 7, 128, 4, 4, 2, true, false, 6};
     // RDNA: ~10 KB per CU; at least 12 waves/SIMD (the kernel needs 85 VGPRs, so 16 run) x 2 SIMDs
     // x 32 lanes x 2 rows ahead x 8 B = 12 KB. Ranges down to 4 steps as on NVIDIA: filling the
     // CUs matters more than the re-read halo rows, which hit the cache. The seq_idx kernels
@@ -234,7 +239,7 @@ __host__ __device__ constexpr BwdClTuning bwd_cl_tuning(ArchFamily f) {
     // gfx942 needs.
     case ArchFamily::kCdna: return {128, 5, 5, 64, 4, 4, 2, false, true, 0};
   }
-  return {128, 8, 7, 64, 4, 4, 2, true, false, 6};
+  return {128, 8, 7, 128, 4, 4, 2, true, false, 6};
 }
 
 // Deterministic backward: the ordered sum of the dweight/dbias partials (bwd.hip). A block covers

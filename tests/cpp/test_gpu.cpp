@@ -228,13 +228,22 @@ std::vector<BwdGpuParam> gpu_bwd_cases() {
       v.push_back({{t, DType::kBFloat16, 2, true, false, true, false, true, 2, dim, 1100}, dim % 3 != 0});
     }
   // Channel-last seq_idx over long rows at every width, without SiLU or bias (upstream's varlen
-  // test shape: 64 channels, 4096 steps). One row: a large GPU splits it into 4-step ranges, which
-  // slide their windows; three rows (upstream's batch): 8-step ranges, whose first 6 steps run the
-  // renamed loop (NVIDIA: ring 2, so 6 steps bring the ring and a 3-entry window back together).
+  // test shape: 64 channels, 4096 steps). The grid is small, so a GPU of 100+ CUs splits the rows
+  // into 4-step ranges (AMD's 64-CU gfx1201 into 8-step ones), which mostly slide their windows.
   for (int64_t batch : {1, 3})
     for (int width = causal_conv1d::kMinWidth; width <= causal_conv1d::kMaxWidth; ++width)
       for (DType t : {DType::kFloat32, DType::kBFloat16})
         v.push_back({{t, DType::kFloat32, width, true, false, false, false, true, batch, 64, 4096}, width == 3});
+  // Channel-last ranges at full length: 2 x 4096 channels x 4096 steps is 1024 blocks of 16-bit
+  // (2048 of fp32), enough for every GPU up to 256 CUs to keep the longest ranges (128 steps on
+  // NVIDIA, 64 on AMD), so the walk runs its unrolled loop (6 steps on NVIDIA: the cp.async stages
+  // and the renamed windows back in their first registers) many times over, then its sliding
+  // tail; plain, with states, with seq_idx (masks of sequences of every length), every width.
+  v.push_back({{DType::kBFloat16, DType::kFloat32, 4, true, true, true, false, false, 2, 4096, 4096}, true});
+  v.push_back({{DType::kBFloat16, DType::kBFloat16, 3, true, true, true, true, false, 2, 4096, 4096}, false});
+  v.push_back({{DType::kBFloat16, DType::kFloat32, 4, true, true, true, false, true, 2, 4096, 4096}, false});
+  v.push_back({{DType::kFloat16, DType::kFloat32, 2, true, false, true, false, true, 2, 4096, 4096}, true});
+  v.push_back({{DType::kFloat32, DType::kFloat32, 4, true, true, false, true, false, 2, 4096, 4096}, false});
   return v;
 }
 
