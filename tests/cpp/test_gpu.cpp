@@ -228,8 +228,9 @@ std::vector<BwdGpuParam> gpu_bwd_cases() {
       v.push_back({{t, DType::kBFloat16, 2, true, false, true, false, true, 2, dim, 1100}, dim % 3 != 0});
     }
   // Channel-last seq_idx over long rows at every width, without SiLU or bias (upstream's varlen
-  // test shape: 64 channels, 4096 steps). The grid is small, so a GPU of 100+ CUs splits the rows
-  // into 4-step ranges (AMD's 64-CU gfx1201 into 8-step ones), which mostly slide their windows.
+  // test shape: 64 channels, 4096 steps). The grid is small, so the launcher splits the rows into
+  // short ranges (on a 132-SM H200: 8 steps for fp32 with 3 rows, 4 otherwise), whose steps mostly
+  // slide their windows.
   for (int64_t batch : {1, 3})
     for (int width = causal_conv1d::kMinWidth; width <= causal_conv1d::kMaxWidth; ++width)
       for (DType t : {DType::kFloat32, DType::kBFloat16})
