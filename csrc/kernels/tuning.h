@@ -191,7 +191,7 @@ struct BwdClTuning {
   bool nt_store;
   int async_ring;  // NVIDIA (sm_80 on): stages of a step's x and dout rows copied ahead
                    // into shared memory by cp.async instead of the register ring (4-byte
-                   // vectors without seq_idx; 256 B a warp a step); 0: the register ring
+                   // vectors; 256 B a warp a step); 0: the register ring
 };
 
 __host__ __device__ constexpr BwdClTuning bwd_cl_tuning(ArchFamily f) {
