@@ -175,6 +175,60 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
     return kSilu ? gq * dsilu(y) : gq;
   };
 
+  // What a step reads: x row t - kHalo and dout row t (and row t's seq_idx mask).
+  struct Slot {
+    Row x, g;
+    uint32_t mk;
+  };
+  // The walk: steps [0, s_a) (dfinal_states rows) and [s_b, n) (x rows before 0, dinitial_states)
+  // are generic; [s_a, s_b) loads and stores whole rows only, with `ring` steps loaded ahead.
+  const int s_a = s_fin;
+  const int s_b = whole_c ? max(n_x, s_a) : s_a;
+  const int m = s_b - s_a;                                               // fast-range steps
+  const T* x_next = xb + (t_end - 1 - kHalo - s_a) * f.x_l_stride + c0;  // x row of the next load
+  const T* g_next = gb + (t_end - 1 - s_a) * p.dout_l_stride + c0;
+  int64_t t_next = t_end - 1 - s_a;  // dout row of the next load (for its mask)
+  auto load = [&](Slot& sl) {
+    sl.x = load_packed<T, kC>(x_next);
+    sl.g = load_packed<T, kC>(g_next);
+    sl.mk = kSeqIdx ? masks[t_next] : 0u;  // (t_next is inside [0, L) on the fast range)
+    x_next -= f.x_l_stride;
+    g_next -= p.dout_l_stride;
+    --t_next;
+  };
+  Slot ring[kAsync > 0 ? 1 : kRing];
+#if CAUSAL_CONV1D_BACKEND_CUDA
+  // kAsync stages a warp, used in turn (the loop unrolled to a multiple of kAsync steps, so each
+  // stage's address is a constant offset): each lane copies its own 4 bytes of an x and a dout
+  // row and reads back only what it copied, so no barrier is needed. A stage is refilled after
+  // the step read from it is computed (its values consumed); one commit group a step, empty past
+  // the range, so cp_async_wait<kAsync - 1> always means "this step's rows have landed".
+  __shared__ uint32_t stages[kAsync > 0 ? kWarps : 1][kAsync > 0 ? kAsync : 1][2][kWarpSize];
+  auto issue = [&](int j) {
+    cp_async4(&stages[warp][j][0][lane], x_next);
+    cp_async4(&stages[warp][j][1][lane], g_next);
+    x_next -= f.x_l_stride;
+    g_next -= p.dout_l_stride;
+  };
+#endif
+  // The first kAhead steps' rows. On NVIDIA the stages are filled before the window's rows are
+  // loaded, so the two round trips overlap (a short range has few steps to hide them behind: H200,
+  // (1, 4096, 256) in a CUDA graph at 4-step ranges 11.8 us against 12.4); the register ring is
+  // filled after the window (its registers are not held while the window is built).
+  auto prologue = [&]() CC_INLINE_LAMBDA {
+    static_for<kAhead>([&](auto j) {
+      if constexpr (kAsync > 0) {
+#if CAUSAL_CONV1D_BACKEND_CUDA
+        if (j < m) issue(decltype(j)::value);
+        cp_async_commit();
+#endif
+      } else {
+        if (j < m) load(ring[j]);
+      }
+    });
+  };
+  if constexpr (kAsync > 0) prologue();
+
   // The window: xw[j] = x row t - kHalo + 1 + j (packed, converted when used), dyw[i] = dy at
   // t + 1 + i. First for t = t_end - 1.
   Row xw[kHalo];
@@ -219,11 +273,6 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
   }
 
   constexpr int kSlide = -1;
-  // What a step reads: x row t - kHalo and dout row t (and row t's seq_idx mask).
-  struct Slot {
-    Row x, g;
-    uint32_t mk;
-  };
   float acc[kWidth + 1][kC] = {};
   // Step s (t = t_end - 1 - s) from its rows. kEdge: its dx may not be one whole store (channels
   // past dim, dinitial_states rows, dfinal_states rows): a separate instantiation, so the fast loop
@@ -329,50 +378,10 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
       step(BoolC<true>{}, IntC<kSlide>{}, s, cur, dx_at(s));
     }
   };
-  // The walk: steps [0, s_a) (dfinal_states rows) and [s_b, n) (x rows before 0, dinitial_states)
-  // are generic; [s_a, s_b) loads and stores whole rows only, with `ring` steps loaded ahead.
-  const int s_a = s_fin;
-  const int s_b = whole_c ? max(n_x, s_a) : s_a;
   generic(0, s_a);
   {
-    const int m = s_b - s_a;
-    const T* x_next = xb + (t_end - 1 - kHalo - s_a) * f.x_l_stride + c0;  // x row of the next load
-    const T* g_next = gb + (t_end - 1 - s_a) * p.dout_l_stride + c0;
+    if constexpr (kAsync == 0) prologue();
     T* dx_row = dx_at(s_a);
-    int64_t t_next = t_end - 1 - s_a;  // dout row of the next load (for its mask)
-    auto load = [&](Slot& sl) {
-      sl.x = load_packed<T, kC>(x_next);
-      sl.g = load_packed<T, kC>(g_next);
-      sl.mk = kSeqIdx ? masks[t_next] : 0u;  // (t_next is inside [0, L) on the fast range)
-      x_next -= f.x_l_stride;
-      g_next -= p.dout_l_stride;
-      --t_next;
-    };
-    Slot ring[kAsync > 0 ? 1 : kRing];
-#if CAUSAL_CONV1D_BACKEND_CUDA
-    // kAsync stages a warp, used in turn (the loop unrolled to a multiple of kAsync steps, so each
-    // stage's address is a constant offset): each lane copies its own 4 bytes of an x and a dout
-    // row and reads back only what it copied, so no barrier is needed. A stage is refilled after
-    // the step read from it is computed (its values consumed); one commit group a step, empty past
-    // the range, so cp_async_wait<kAsync - 1> always means "this step's rows have landed".
-    __shared__ uint32_t stages[kAsync > 0 ? kWarps : 1][kAsync > 0 ? kAsync : 1][2][kWarpSize];
-    auto issue = [&](int j) {
-      cp_async4(&stages[warp][j][0][lane], x_next);
-      cp_async4(&stages[warp][j][1][lane], g_next);
-      x_next -= f.x_l_stride;
-      g_next -= p.dout_l_stride;
-    };
-#endif
-    static_for<kAhead>([&](auto j) {
-      if constexpr (kAsync > 0) {
-#if CAUSAL_CONV1D_BACKEND_CUDA
-        if (j < m) issue(decltype(j)::value);
-        cp_async_commit();
-#endif
-      } else {
-        if (j < m) load(ring[j]);
-      }
-    });
     auto fast = [&](auto j, auto rot, int r) CC_INLINE_LAMBDA {
       constexpr int kJ = decltype(j)::value % kAhead;
       if constexpr (kAsync > 0) {

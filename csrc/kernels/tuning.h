@@ -227,7 +227,11 @@ __host__ __device__ constexpr BwdClTuning bwd_cl_tuning(ArchFamily f) {
     // with 8 sequences a row against 358.1 with the register ring; with the mask word copied into
     // the stages beside the rows, 482.7. Not kept: nontemporal dx stores (no change), an L2
     // prefetch 2 rows past the stages (spills: 68%).
-    case ArchFamily::kNvidia: return {128, 8, 7, 128, 4, 4, 2, true, false, 6};
+    // Staged, short ranges cost more than they save: a warp's fixed work (index math, weights,
+    // window, stage prologue, partial) is ~860 instructions against ~90 a step, so 8 steps at
+    // least: (1, 4096, 256) in a CUDA graph 9.4 us against 11.8 at 4 and 9.7 at 16 (ncu: 3.1M
+    // against 5.1M instructions); larger shapes take 32-step ranges or longer either way.
+    case ArchFamily::kNvidia: return {128, 8, 7, 128, 4, 8, 2, true, false, 6};
     // RDNA: ~10 KB per CU; at least 12 waves/SIMD (the kernel needs 85 VGPRs, so 16 run) x 2 SIMDs
     // x 32 lanes x 2 rows ahead x 8 B = 12 KB. Ranges down to 4 steps as on NVIDIA: filling the
     // CUs matters more than the re-read halo rows, which hit the cache. The seq_idx kernels
