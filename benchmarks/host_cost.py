@@ -2,11 +2,16 @@
 through each layer of the package, from the op overload up to the public function, next to
 upstream's `causal_conv1d_cuda` when `--peer PREFIX` names its install.
 
-Each row is the host time per call of a loop of calls (the GPU keeps up at these sizes, so this
-is what an eager caller pays per call); `batch 0` rows run the op's argument checks and return
-before any launch, so the difference to the full call is the launch.
+Each row is the host time per call of a burst of calls, timed before the GPU is waited for (what
+the host spends per call; an eager caller pays that or the GPU's time per launch, whichever is
+longer); `batch 0` rows run the op's argument checks and return before any launch, so the
+difference to the full call is the launch.
 
-    python3 benchmarks/host_cost.py [--peer PREFIX] [--json out.json]
+`--cpp` adds rows timed by a loop in C++ (a probe compiled with torch.utils.cpp_extension, so it
+needs a host compiler): the same ops called through the C++ dispatcher with no Python in the
+loop, which separates what Python's `torch.ops` call costs from what the op itself costs.
+
+    python3 benchmarks/host_cost.py [--peer PREFIX] [--cpp] [--json out.json]
 """
 
 import argparse
@@ -20,7 +25,10 @@ import time
 import torch
 
 
-def per_call_us(fn, calls=2000, reps=7):
+def per_call_us(fn, calls=256, reps=25):
+    """Host time per call of a burst of calls, the clock stopped before the GPU is waited for: fewer
+    calls than the launch queue holds, so the host never waits for the GPU (a burst timed up to the
+    synchronisation would measure the GPU's per-launch time whenever that is the longer)."""
     for _ in range(200):
         fn()
     torch.cuda.synchronize()
@@ -29,8 +37,8 @@ def per_call_us(fn, calls=2000, reps=7):
         t0 = time.perf_counter()
         for _ in range(calls):
             fn()
-        torch.cuda.synchronize()
         times.append((time.perf_counter() - t0) * 1e6 / calls)
+        torch.cuda.synchronize()
     return statistics.median(times)
 
 
@@ -92,6 +100,125 @@ def rows_for(impl):
     return out
 
 
+# Loops over the registered ops from C++ (typed dispatcher handles), timed like per_call_us.
+CPP_PROBE = r"""
+#include <torch/extension.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+using OptT = c10::optional<at::Tensor>;
+
+template <typename F>
+double per_call_us(F&& f, int64_t calls, int64_t reps) {
+  for (int i = 0; i < 200; ++i) f();
+  torch::cuda::synchronize();
+  std::vector<double> t;
+  for (int64_t r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < calls; ++i) f();
+    t.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / calls);
+    torch::cuda::synchronize();
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+double noarg_us(int64_t calls, int64_t reps) {
+  auto op = c10::Dispatcher::singleton().findSchemaOrThrow("causal_conv1d::build_config", "").typed<std::string()>();
+  return per_call_us([&] { (void)op.call(); }, calls, reps);
+}
+
+double fwd_us(const at::Tensor& x, const at::Tensor& w, const OptT& b, const at::Tensor& out, int64_t calls,
+              int64_t reps) {
+  auto op = c10::Dispatcher::singleton()
+                .findSchemaOrThrow("causal_conv1d::fwd", "")
+                .typed<void(const at::Tensor&, const at::Tensor&, const OptT&, const OptT&, const OptT&,
+                            const at::Tensor&, const OptT&, bool)>();
+  return per_call_us([&] { op.call(x, w, b, c10::nullopt, c10::nullopt, out, c10::nullopt, true); }, calls, reps);
+}
+
+// direct: the CUDA kernel of the op through redispatch, skipping the dispatch keys above it (the
+// autograd fallback among them): what the dispatcher's full walk costs on top.
+double update_us(const at::Tensor& x, const at::Tensor& state, const at::Tensor& w, const OptT& b,
+                 const at::Tensor& out, bool direct, int64_t calls, int64_t reps) {
+  auto op = c10::Dispatcher::singleton()
+                .findSchemaOrThrow("causal_conv1d::update", "")
+                .typed<void(const at::Tensor&, const at::Tensor&, const at::Tensor&, const OptT&, const at::Tensor&,
+                            bool, const OptT&, const OptT&)>();
+  if (direct) {
+    const c10::DispatchKeySet ks(c10::DispatchKey::CUDA);
+    return per_call_us([&] { op.redispatch(ks, x, state, w, b, out, true, c10::nullopt, c10::nullopt); }, calls,
+                       reps);
+  }
+  return per_call_us([&] { op.call(x, state, w, b, out, true, c10::nullopt, c10::nullopt); }, calls, reps);
+}
+
+// One call of each op from Python through a pybind11 function (timed from Python): what a compiled
+// binding in front of the dispatcher would cost, against torch.ops' argument parsing.
+void fwd_call(const at::Tensor& x, const at::Tensor& w, const OptT& b, const at::Tensor& out) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("causal_conv1d::fwd", "")
+                             .typed<void(const at::Tensor&, const at::Tensor&, const OptT&, const OptT&, const OptT&,
+                                         const at::Tensor&, const OptT&, bool)>();
+  op.call(x, w, b, c10::nullopt, c10::nullopt, out, c10::nullopt, true);
+}
+
+void update_call(const at::Tensor& x, const at::Tensor& state, const at::Tensor& w, const OptT& b,
+                 const at::Tensor& out) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("causal_conv1d::update", "")
+                             .typed<void(const at::Tensor&, const at::Tensor&, const at::Tensor&, const OptT&,
+                                         const at::Tensor&, bool, const OptT&, const OptT&)>();
+  op.call(x, state, w, b, out, true, c10::nullopt, c10::nullopt);
+}
+
+double empty_like_us(const at::Tensor& x, int64_t calls, int64_t reps) {
+  return per_call_us([&] { (void)at::empty_like(x); }, calls, reps);
+}
+"""
+
+
+def cpp_rows(calls=256, reps=25):
+    """Rows timed in C++: our ops through the C++ dispatcher, no Python per call."""
+    from torch.utils.cpp_extension import load_inline
+
+    import causal_conv1d._ops  # noqa: F401  (loads the op library)
+
+    probe = load_inline("causal_conv1d_host_probe", CPP_PROBE, functions=["noarg_us", "fwd_us", "update_us",
+                                                                          "empty_like_us", "fwd_call", "update_call"])
+    dev, dt = "cuda", torch.bfloat16
+    res = {"C++: an op with no arguments (build_config)": probe.noarg_us(calls, reps)}
+    for layout in ("cf", "cl"):
+        if layout == "cl":
+            x = torch.randn(1, 256, 4096, device=dev, dtype=dt).transpose(1, 2)
+        else:
+            x = torch.randn(1, 4096, 256, device=dev, dtype=dt)
+        w = torch.randn(4096, 4, device=dev, dtype=dt)
+        b = torch.randn(4096, device=dev, dtype=dt)
+        buf = torch.empty_like(x)
+        res[f"C++: fwd {layout} op, batch 0"] = probe.fwd_us(x[:0], w, b, buf[:0], calls, reps)
+        res[f"C++: fwd {layout} op into out"] = probe.fwd_us(x, w, b, buf, calls, reps)
+        res[f"C++: fwd {layout} at::empty_like(x)"] = probe.empty_like_us(x, calls, reps)
+        res[f"pybind11 function calling the fwd {layout} op into out"] = per_call_us(
+            lambda: probe.fwd_call(x, w, b, buf))
+    xs = torch.randn(1, 4096, device=dev, dtype=dt)
+    state = torch.randn(1, 4096, 3, device=dev, dtype=dt)
+    w = torch.randn(4096, 4, device=dev, dtype=dt)
+    b = torch.randn(4096, device=dev, dtype=dt)
+    o = torch.empty_like(xs)
+    res["C++: update B=1 op, batch 0"] = probe.update_us(xs[:0], state[:0], w, b, o[:0], False, calls, reps)
+    res["C++: update B=1 op into out"] = probe.update_us(xs, state, w, b, o, False, calls, reps)
+    res["pybind11 function calling the update B=1 op into out"] = per_call_us(
+        lambda: probe.update_call(xs, state, w, b, o))
+    res["C++: update B=1 op's CUDA kernel (redispatch), batch 0"] = probe.update_us(xs[:0], state[:0], w, b, o[:0],
+                                                                                   True, calls, reps)
+    res["C++: update B=1 op's CUDA kernel (redispatch) into out"] = probe.update_us(xs, state, w, b, o, True, calls,
+                                                                                   reps)
+    return res
+
+
 def measure(impl):
     res = {}
     for name, fn in rows_for(impl):
@@ -105,6 +232,7 @@ def measure(impl):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--peer", help="upstream's install prefix, timed in a second process")
+    ap.add_argument("--cpp", action="store_true", help="add rows timed by a loop in C++ (compiles a probe)")
     ap.add_argument("--json")
     ap.add_argument("--impl", default="ours", help=argparse.SUPPRESS)
     ap.add_argument("--child-json", help=argparse.SUPPRESS)
@@ -113,6 +241,8 @@ def main():
         json.dump(measure(args.impl), open(args.child_json, "w"))
         return
     ours = measure("ours")
+    if args.cpp:
+        ours.update(cpp_rows())
     peer = {}
     if args.peer:
         path = "/tmp/host_cost_peer.json"

@@ -95,6 +95,24 @@ def test_opcheck_varlen_states(device):
     torch.library.opcheck(ops.varlen_states.default, (x, cu, 4))
 
 
+def test_out_buffer_ops_fall_through_autograd(device):
+    """The ops that return nothing skip PyTorch's boxed autograd fallback (ops.cpp): their autograd
+    keys fall through, and an eager call with inputs that require grad, in grad mode, runs the
+    kernel as before (no graph node: nothing is returned). varlen_states keeps the fallback."""
+    for name in ("fwd", "bwd", "update", "serving_fwd", "serving_update"):
+        for key in ("AutogradCPU", "AutogradCUDA"):
+            assert torch._C._dispatch_kernel_for_dispatch_key_is_fallthrough(f"causal_conv1d::{name}", key), (name, key)
+    assert not torch._C._dispatch_has_kernel_for_dispatch_key("causal_conv1d::varlen_states", "AutogradCPU")
+    x = make_x(2, 16, 33, torch.float32, device, False).requires_grad_()
+    w = torch.randn(16, 4, device=device, requires_grad=True)
+    b = torch.randn(16, device=device, requires_grad=True)
+    out = torch.empty_like(x, requires_grad=False)
+    with torch.enable_grad():
+        ops.fwd.default(x, w, b, None, None, out, None, True)
+    assert out.grad_fn is None and not out.requires_grad
+    assert_close(out, conv_ref(x.detach(), w.detach(), b.detach(), silu=True)[0], torch.float32)
+
+
 def test_compile_fullgraph_forward(device):
     x = make_x(2, 16, 40, torch.float32, device, True)
     w = torch.randn(16, 4, device=device)
