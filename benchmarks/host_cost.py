@@ -42,22 +42,37 @@ def per_call_us(fn, calls=256, reps=25):
     return statistics.median(times)
 
 
+def fwd_tensors(layout):
+    """x, weight, bias and an output buffer of the small forward the rows time: (1, 4096, 256) bf16."""
+    dev, dt = "cuda", torch.bfloat16
+    if layout == "cl":
+        x = torch.randn(1, 256, 4096, device=dev, dtype=dt).transpose(1, 2)
+    else:
+        x = torch.randn(1, 4096, 256, device=dev, dtype=dt)
+    w = torch.randn(4096, 4, device=dev, dtype=dt)
+    b = torch.randn(4096, device=dev, dtype=dt)
+    return x, w, b, torch.empty_like(x)
+
+
+def update_tensors():
+    """x, conv_state, weight, bias and an output buffer of the decode step the rows time: B = 1, dim 4096."""
+    dev, dt = "cuda", torch.bfloat16
+    xs = torch.randn(1, 4096, device=dev, dtype=dt)
+    state = torch.randn(1, 4096, 3, device=dev, dtype=dt)
+    w = torch.randn(4096, 4, device=dev, dtype=dt)
+    b = torch.randn(4096, device=dev, dtype=dt)
+    return xs, state, w, b, torch.empty_like(xs)
+
+
 def rows_for(impl):
     """(name, fn) pairs for this process's causal_conv1d (ours or the peer)."""
     cc = importlib.import_module("causal_conv1d_cuda")
     from causal_conv1d import causal_conv1d_fn, causal_conv1d_update
 
-    dev, dt = "cuda", torch.bfloat16
     out = []
 
     def fwd_rows(layout):  # (a function, so that each layout's lambdas keep their own tensors)
-        if layout == "cl":
-            x = torch.randn(1, 256, 4096, device=dev, dtype=dt).transpose(1, 2)
-        else:
-            x = torch.randn(1, 4096, 256, device=dev, dtype=dt)
-        w = torch.randn(4096, 4, device=dev, dtype=dt)
-        b = torch.randn(4096, device=dev, dtype=dt)
-        buf = torch.empty_like(x)
+        x, w, b, buf = fwd_tensors(layout)
         if impl == "ours":
             from causal_conv1d import _core
             from causal_conv1d._ops import ops
@@ -81,11 +96,7 @@ def rows_for(impl):
         out.append(("floor: an op with no arguments (build_config)", lambda: noarg()))
     fwd_rows("cf")
     fwd_rows("cl")
-    xs = torch.randn(1, 4096, device=dev, dtype=dt)
-    state = torch.randn(1, 4096, 3, device=dev, dtype=dt)
-    w = torch.randn(4096, 4, device=dev, dtype=dt)
-    b = torch.randn(4096, device=dev, dtype=dt)
-    o = torch.empty_like(xs)
+    xs, state, w, b, o = update_tensors()
     xs3, o3 = xs.unsqueeze(-1), o.unsqueeze(-1)  # the (batch, dim, 1) form the extension takes
     if impl == "ours":
         from causal_conv1d._ops import ops
@@ -188,26 +199,15 @@ def cpp_rows(calls=256, reps=25):
 
     probe = load_inline("causal_conv1d_host_probe", CPP_PROBE, functions=["noarg_us", "fwd_us", "update_us",
                                                                           "empty_like_us", "fwd_call", "update_call"])
-    dev, dt = "cuda", torch.bfloat16
     res = {"C++: an op with no arguments (build_config)": probe.noarg_us(calls, reps)}
     for layout in ("cf", "cl"):
-        if layout == "cl":
-            x = torch.randn(1, 256, 4096, device=dev, dtype=dt).transpose(1, 2)
-        else:
-            x = torch.randn(1, 4096, 256, device=dev, dtype=dt)
-        w = torch.randn(4096, 4, device=dev, dtype=dt)
-        b = torch.randn(4096, device=dev, dtype=dt)
-        buf = torch.empty_like(x)
+        x, w, b, buf = fwd_tensors(layout)
         res[f"C++: fwd {layout} op, batch 0"] = probe.fwd_us(x[:0], w, b, buf[:0], calls, reps)
         res[f"C++: fwd {layout} op into out"] = probe.fwd_us(x, w, b, buf, calls, reps)
         res[f"C++: fwd {layout} at::empty_like(x)"] = probe.empty_like_us(x, calls, reps)
         res[f"pybind11 function calling the fwd {layout} op into out"] = per_call_us(
             lambda: probe.fwd_call(x, w, b, buf))
-    xs = torch.randn(1, 4096, device=dev, dtype=dt)
-    state = torch.randn(1, 4096, 3, device=dev, dtype=dt)
-    w = torch.randn(4096, 4, device=dev, dtype=dt)
-    b = torch.randn(4096, device=dev, dtype=dt)
-    o = torch.empty_like(xs)
+    xs, state, w, b, o = update_tensors()
     res["C++: update B=1 op, batch 0"] = probe.update_us(xs[:0], state[:0], w, b, o[:0], False, calls, reps)
     res["C++: update B=1 op into out"] = probe.update_us(xs, state, w, b, o, False, calls, reps)
     res["pybind11 function calling the update B=1 op into out"] = per_call_us(
