@@ -16,33 +16,33 @@ namespace causal_conv1d::gpu {
 
 namespace {
 
-// dweight[c] += sum over slots i of the partials, in a fixed order: a block covers `channels`
-// channels; lane l of a channel sums slots l, l + lanes, ... in order, then the lane sums are
-// added in lane order.
-__global__ void __launch_bounds__(bwd_reduce_tuning(kTargetFamily).channels* bwd_reduce_tuning(kTargetFamily).lanes)
+// dweight[c][k] (dbias[c] for k = width) += the sum over slots i of partial (i, c, k), in a fixed
+// order. The partials of a slot are dim x (width + 1) consecutive floats: entry j = c (width + 1) + k.
+// A block covers `columns` consecutive entries; lane l of an entry sums slots l, l + lanes, ... in
+// order (loads of consecutive entries: whole lines), then the lane sums are added in lane order.
+__global__ void __launch_bounds__(bwd_reduce_tuning(kTargetFamily).columns* bwd_reduce_tuning(kTargetFamily).lanes)
     bwd_reduce_kernel(BwdParams p, int64_t slots) {
   constexpr BwdReduceTuning kTune = bwd_reduce_tuning(kTargetFamily);
-  __shared__ float part[kTune.lanes][kTune.channels][kMaxWidth + 1];
-  const int cl = threadIdx.x % kTune.channels, lane = threadIdx.x / kTune.channels;
-  const int64_t c = int64_t(blockIdx.x) * kTune.channels + cl;
+  __shared__ float part[kTune.lanes][kTune.columns];
+  const int col = threadIdx.x % kTune.columns, lane = threadIdx.x / kTune.columns;
   const int kw = p.f.width + 1;
-  const int64_t D = p.f.dim;
-  for (int k = 0; k < kw; ++k) {
-    float acc = 0.0f;
-    if (c < D)
-      for (int64_t i = lane; i < slots; i += kTune.lanes) acc += p.workspace[(i * D + c) * kw + k];
-    part[lane][cl][k] = acc;
+  const int64_t entries = p.f.dim * kw;
+  const int64_t j = int64_t(blockIdx.x) * kTune.columns + col;
+  float acc = 0.0f;
+  if (j < entries) {
+#pragma unroll 8  // the loads of 8 slots issued together (the adds stay in slot order)
+    for (int64_t i = lane; i < slots; i += kTune.lanes) acc += p.workspace[i * entries + j];
   }
+  part[lane][col] = acc;
   __syncthreads();
-  if (lane != 0 || c >= D) return;
-  for (int k = 0; k < kw; ++k) {
-    float acc = 0.0f;
-    for (int l = 0; l < kTune.lanes; ++l) acc += part[l][cl][k];
-    if (k < p.f.width) {
-      p.dweight[c * p.dweight_c_stride + k * p.dweight_w_stride] += acc;
-    } else if (p.dbias != nullptr) {
-      p.dbias[c * p.dbias_stride] += acc;
-    }
+  if (lane != 0 || j >= entries) return;
+  for (int l = 1; l < kTune.lanes; ++l) acc += part[l][col];
+  const int64_t c = j / kw;
+  const int k = int(j - c * kw);
+  if (k < p.f.width) {
+    p.dweight[c * p.dweight_c_stride + k * p.dweight_w_stride] += acc;
+  } else if (p.dbias != nullptr) {
+    p.dbias[c * p.dbias_stride] += acc;
   }
 }
 
@@ -109,7 +109,8 @@ int launch_bwd(const BwdParams& p, const DeviceDesc& dev, void* stream) {
   const int status = f.channel_last ? launch_bwd_channel_last(p, dev, s) : launch_bwd_channel_first(p, dev, s);
   if (status != kSuccess || !p.deterministic) return status;
   const BwdReduceTuning tune = bwd_reduce_tuning(dev.family);
-  bwd_reduce_kernel<<<ceil_div_u(f.dim, tune.channels), tune.channels * tune.lanes, 0, s>>>(p, bwd_slots(p, dev));
+  bwd_reduce_kernel<<<ceil_div_u(f.dim * (f.width + 1), tune.columns), tune.columns * tune.lanes, 0, s>>>(
+      p, bwd_slots(p, dev));
   return launch_status();
 }
 

@@ -246,11 +246,14 @@ __host__ __device__ constexpr BwdClTuning bwd_cl_tuning(ArchFamily f) {
   return {128, 8, 7, 128, 4, 4, 2, true, false, 6};
 }
 
-// Deterministic backward: the ordered sum of the dweight/dbias partials (bwd.hip). A block covers
-// `channels` channels with `lanes` threads each; each lane sums every lanes-th partial in order.
-// Off the hot path (the partials are 1/150 or less of the backward's bytes): fixed geometry.
+// Deterministic backward: the ordered sum of the dweight/dbias partials (bwd.hip). A slot's
+// partials are dim x (width + 1) consecutive floats; a block covers `columns` consecutive ones of
+// them (32 floats: one 128-byte line a load instruction) with `lanes` threads each, and each lane
+// sums every lanes-th slot in order. Off the hot path (the partials are 1/150 or less of the
+// backward's bytes, read from L2): fixed geometry, 256 threads, so that a lane's loads are few
+// (slots / 8) and independent, and (8, 4096, 4096) is 640 blocks.
 struct BwdReduceTuning {
-  int channels;
+  int columns;
   int lanes;
 };
 
