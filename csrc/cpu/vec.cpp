@@ -177,12 +177,13 @@ CC_VEC_INLINE void conv_row_t(const float* halo, const float* __restrict x, void
 // channel the weights and the window stay in registers (named scalars: arrays inside a simd loop
 // become memory) over the kS steps, each step one row load and one row store. The window is x0
 // (oldest) .. x2 and the tap weights of a width-kW filter are the last kW of w0..w3.
-template <int kW, int kS, typename E>
-CC_VEC_INLINE void col_taps_t(const float* const* r, typename E::S* const* o, int64_t c0, int64_t n,
+// The input rows are of element type In (F32, or Bf16: x's own rows, widened in the loop).
+template <int kW, int kS, typename In, typename E>
+CC_VEC_INLINE void col_taps_t(const typename In::S* const* r, typename E::S* const* o, int64_t c0, int64_t n,
                               const float* __restrict wt, int64_t ld, const float* __restrict bias) {
   static_assert(kW >= 2 && kW <= 4, "the window below is written out for widths 2 to 4");
   constexpr int kH = kW - 1;
-  const float* __restrict rr[kH + kS];
+  const typename In::S* __restrict rr[kH + kS];
   typename E::S* __restrict oo[kS];
   for (int k = 0; k < kH + kS; ++k) rr[k] = r[k] + c0;
   for (int s = 0; s < kS; ++s) oo[s] = o[s];
@@ -198,12 +199,12 @@ CC_VEC_INLINE void col_taps_t(const float* const* r, typename E::S* const* o, in
     const float k1 = kW >= 3 ? (kW == 4 ? w1[c] : w0[c]) : 0.0f;
     const float k2 = kW == 4 ? w2[c] : kW == 3 ? w1[c] : w0[c];
     const float k3 = kW == 4 ? w3[c] : kW == 3 ? w2[c] : w1[c];
-    float x0 = kW == 4 ? rr[0][c] : 0.0f;
-    float x1 = kW >= 3 ? rr[kH - 2][c] : 0.0f;
-    float x2 = rr[kH - 1][c];
+    float x0 = kW == 4 ? In::load(rr[0][c]) : 0.0f;
+    float x1 = kW >= 3 ? In::load(rr[kH - 2][c]) : 0.0f;
+    float x2 = In::load(rr[kH - 1][c]);
 #pragma GCC unroll 4
     for (int s = 0; s < kS; ++s) {
-      const float x3 = rr[kH + s][c];
+      const float x3 = In::load(rr[kH + s][c]);
       float a = bc + k2 * x2 + k3 * x3;
       if constexpr (kW >= 3) a += k1 * x1;
       if constexpr (kW == 4) a += k0 * x0;
@@ -218,21 +219,21 @@ CC_VEC_INLINE void col_taps_t(const float* const* r, typename E::S* const* o, in
 // kS steps of a channel-last task. Without SiLU the taps store in the output's dtype directly;
 // with SiLU they go, kFinishBlock channels at a time, into float rows (out's own for fp32) that
 // the output pass then finishes (see conv_row_t).
-template <int kW, int kS, typename E, bool kSilu>
-CC_VEC_INLINE void conv_cols_t(const float* const* rows, void* const* outs, int64_t n, const float* __restrict wt,
-                               int64_t ld, const float* __restrict bias) {
+template <int kW, int kS, typename In, typename E, bool kSilu>
+CC_VEC_INLINE void conv_cols_t(const typename In::S* const* rows, void* const* outs, int64_t n,
+                               const float* __restrict wt, int64_t ld, const float* __restrict bias) {
   using S = typename E::S;
   S* o[kS];
   for (int s = 0; s < kS; ++s) o[s] = static_cast<S*>(outs[s]);
   if constexpr (!kSilu && E::kVecStore) {
-    col_taps_t<kW, kS, E>(rows, o, 0, n, wt, ld, bias);
+    col_taps_t<kW, kS, In, E>(rows, o, 0, n, wt, ld, bias);
   } else {
     float block[kS][std::is_same_v<E, F32> ? 1 : kFinishBlock];
     for (int64_t c0 = 0; c0 < n; c0 += kFinishBlock) {
       const int64_t m = c0 + kFinishBlock < n ? kFinishBlock : n - c0;
       float* y[kS];
       for (int s = 0; s < kS; ++s) y[s] = std::is_same_v<E, F32> ? reinterpret_cast<float*>(o[s] + c0) : block[s];
-      col_taps_t<kW, kS, F32>(rows, y, c0, m, wt, ld, bias);
+      col_taps_t<kW, kS, In, F32>(rows, y, c0, m, wt, ld, bias);
       for (int s = 0; s < kS; ++s) finish_t<E, kSilu>(y[s], o[s] + c0, m);
     }
   }
@@ -523,12 +524,11 @@ CC_CPU_CLONES int conv_row(const float* halo, const float* x, void* out, DType t
 #undef CC_CALL_E
 }
 
-CC_CPU_CLONES int conv_cols(const float* const* rows, void* const* outs, DType t, int steps, int64_t n, const float* wt,
-                            int64_t ld, int width, const float* bias, bool silu) {
-  // kMaxColSteps steps with the window in registers, or a tail of fewer one step at a time.
-#define CC_CALL_S(E, S, s)                                                   \
-  silu ? conv_cols_t<W, S, E, true>(rows + (s), outs + (s), n, wt, ld, bias) \
-       : conv_cols_t<W, S, E, false>(rows + (s), outs + (s), n, wt, ld, bias)
+// kMaxColSteps steps with the window in registers, or a tail of fewer one step at a time; input
+// rows of element type In (conv_cols: float rows; conv_cols_bf16: bf16 rows read in place).
+#define CC_CALL_S(E, S, s)                                                       \
+  silu ? conv_cols_t<W, S, In, E, true>(rows + (s), outs + (s), n, wt, ld, bias) \
+       : conv_cols_t<W, S, In, E, false>(rows + (s), outs + (s), n, wt, ld, bias)
 #define CC_CALL_E(E)                                    \
   if (steps == kMaxColSteps) {                          \
     CC_CALL_S(E, kMaxColSteps, 0);                      \
@@ -540,11 +540,20 @@ CC_CPU_CLONES int conv_cols(const float* const* rows, void* const* outs, DType t
     constexpr int W = Wv;                                     \
     CC_ELEM_SWITCH(t, CC_CALL_E, return kErrUnsupportedDType) \
   }
+CC_CPU_CLONES int conv_cols(const float* const* rows, void* const* outs, DType t, int steps, int64_t n, const float* wt,
+                            int64_t ld, int width, const float* bias, bool silu) {
+  using In = F32;
   CC_WIDTH_SWITCH(width, CC_CALL)
+}
+
+CC_CPU_CLONES int conv_cols_bf16(const uint16_t* const* rows, void* const* outs, DType t, int steps, int64_t n,
+                                 const float* wt, int64_t ld, int width, const float* bias, bool silu) {
+  using In = Bf16;
+  CC_WIDTH_SWITCH(width, CC_CALL)
+}
 #undef CC_CALL
 #undef CC_CALL_E
 #undef CC_CALL_S
-}
 
 CC_CPU_CLONES int conv_row_bwd(const float* xs, const float* g, float* dy, float* dx, int64_t n, const float* w,
                                int width, float bias, bool silu, double* dw, double* db){

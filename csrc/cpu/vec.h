@@ -38,6 +38,10 @@ namespace causal_conv1d::cpu::vec {
 constexpr int kMaxColSteps = 4;
 [[nodiscard]] int conv_cols(const float* const* rows, void* const* outs, DType t, int steps, int64_t n, const float* wt,
                             int64_t ld, int width, const float* bias, bool silu);
+// The same with bf16 input rows (bits in uint16_t), widened inside the loop: x's own rows where its
+// channels are contiguous, with no widened copy of them.
+[[nodiscard]] int conv_cols_bf16(const uint16_t* const* rows, void* const* outs, DType t, int steps, int64_t n,
+                                 const float* wt, int64_t ld, int width, const float* bias, bool silu);
 
 // Backward of a channel-first row of n outputs. xs: the width - 1 inputs before output 0, the n
 // inputs, and the width - 1 inputs after them (n + 2 * (width - 1), zeros past the row); g: the n +

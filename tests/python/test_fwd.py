@@ -78,6 +78,23 @@ def test_initial_and_final_states(device, xtype, width, channel_last, seqlen):
     torch.testing.assert_close(final.cpu(), ref_final, rtol=0, atol=0)  # a copy: exact
 
 
+@pytest.mark.parametrize("shape", [(2, 37, 1100), (1, 4099, 600)], ids=["3-time-blocks", "2-channel-blocks"])
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("xtype", [torch.bfloat16, torch.float16], ids=dtype_id)
+def test_channel_last_states_across_tasks(device, xtype, width, shape):
+    # The CPU backend splits a channel-last row into tasks of 512 steps by 4096 channels; bf16
+    # rows are read in place except where a step's window reaches before t = 0, so the first task
+    # starts from initial_states and the last one writes final states from x itself.
+    batch, dim, seqlen = shape
+    x = make_x(batch, dim, seqlen, xtype, device, True)
+    w, b = _params(dim, width, torch.float32, device)
+    init = torch.randn(batch, width - 1, dim, dtype=xtype, device=device).transpose(1, 2)
+    out, final = causal_conv1d_fn(x, w, b, initial_states=init, return_final_states=True, activation="silu")
+    ref_out, ref_final = conv_ref(x, w, b, initial_states=init, silu=True)
+    assert_close(out, ref_out, xtype)
+    torch.testing.assert_close(final.cpu(), ref_final, rtol=0, atol=0)  # a copy: exact
+
+
 @pytest.mark.parametrize("final_layout", ["cf", "cl"])
 @pytest.mark.parametrize("channel_last", LAYOUTS, ids=LAYOUT_IDS)
 def test_final_states_out_buffer(device, channel_last, final_layout):
