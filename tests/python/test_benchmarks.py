@@ -1,5 +1,5 @@
 """The benchmark scripts still run: benchmarks/serving_bench.py on the CPU backend with small
-shapes (its GPU rows time the same calls)."""
+shapes (its GPU rows time the same calls), and benchmarks/bench.py's CPU mode."""
 
 import json
 import os
@@ -31,3 +31,21 @@ def test_serving_bench_only_decode(tmp_path):
                    check=True, cwd=tmp_path)
     ops = {r["op"] for r in json.load(open(out))["rows"]}
     assert ops == {"decode", "update"}
+
+
+def test_bench_cpu_mode(tmp_path):
+    # The CPU figures of docs/performance.md: every row, the kernel into out over rotated buffer
+    # sets (here one set each: --rotate-bytes below one call's bytes), next to F.conv1d.
+    out = tmp_path / "cpu.json"
+    script = os.path.join(ROOT, "benchmarks", "bench.py")
+    subprocess.run([sys.executable, script, "--device", "cpu", "--threads", "2", "--rotate-bytes", "1e6", "--json",
+                    str(out)], check=True, cwd=tmp_path)
+    rows = json.load(open(out))["rows"]
+    seen = {(r["impl"], r["op"], r["layout"], r["dtype"], r["variant"]) for r in rows}
+    for dtype in ("fp32", "bf16"):
+        for layout in ("cf", "cl"):
+            assert ("ours", "fwd", layout, dtype, "out") in seen
+            assert ("F.conv1d", "fwd", layout, dtype, "") in seen
+            assert ("ours", "fwd+bwd", layout, dtype, "autograd") in seen
+    assert ("ours", "update", "-", "fp32", "eager") in seen
+    assert all(r["us"] > 0 and r["GBps"] > 0 and r["pct_copy"] > 0 for r in rows)
