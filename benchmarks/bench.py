@@ -361,8 +361,8 @@ def run_cpu(args):
         """A call of the kernel into a preallocated out that takes the next of enough (x, out) sets
         to move more than --rotate-bytes a cycle, so no set is still in the caches (an L3 holds
         one set of these shapes) when its turn comes again, as a copy's source is not."""
-        sets = [(make(shape, layout, dt),) for _ in range(max(1, math.ceil(args.rotate_bytes / nbytes)))]
-        sets = [(x, torch.empty_like(x)) for (x,) in sets]
+        sets = [make(shape, layout, dt) for _ in range(max(1, math.ceil(args.rotate_bytes / nbytes)))]
+        sets = [(x, torch.empty_like(x)) for x in sets]
         w, b = torch.randn(shape[1], 4, dtype=dt), torch.randn(shape[1], dtype=dt)
         turn = itertools.count()
 

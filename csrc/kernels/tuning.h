@@ -243,7 +243,7 @@ __host__ __device__ constexpr BwdClTuning bwd_cl_tuning(ArchFamily f) {
     // gfx942 needs.
     case ArchFamily::kCdna: return {128, 5, 5, 64, 4, 4, 2, false, true, 0};
   }
-  return {128, 8, 7, 128, 4, 4, 2, true, false, 6};
+  return {128, 8, 7, 128, 4, 8, 2, true, false, 6};
 }
 
 // Deterministic backward: the ordered sum of the dweight/dbias partials (bwd.hip). A slot's
