@@ -24,7 +24,9 @@
 // field seq_rename: also in the seq_idx kernels, whose mask tests make the renamed loop longer).
 //
 // seq_idx: the same mask byte a position as the channel-first kernel (bwd_common.h), written into
-// the workspace before the walk. A step needs only the byte of its row t, loaded with its rows:
+// the workspace before the walk. A step needs only the byte of its row t, loaded with its rows
+// (NVIDIA's staged loop: copied into shared memory a group of steps a word before the loop, and
+// runs of steps whose bytes are all clean run without the masks):
 // which x rows are taps of y[t], whether t is padding, and which dy of rows t + 1 .. t + W - 1
 // reach dx[t] (the reach bits). No mask or id rides with the windows. (Masks of rows t + 1 ..
 // that rode with the dy window, renamed with it, gave wrong dx at the renamed loop's last step
@@ -281,8 +283,11 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
   // rot: kSlide moves the windows by one register each step; a phase 0 .. kHalo - 1 keeps them in
   // place and renames instead: logical entry j lives in register (phase + j) % kHalo, and the step
   // overwrites the oldest entry, so kHalo steps of phases 0, kHalo - 1, .., 1 end where they began.
-  auto step = [&](auto edge, auto rot, int s, const Slot& cur, T* dx_row) CC_INLINE_LAMBDA {
+  //
+  // masked: the seq_idx masks apply (false also for a group of steps whose masks are all clean).
+  auto step = [&](auto edge, auto masked, auto rot, int s, const Slot& cur, T* dx_row) CC_INLINE_LAMBDA {
     constexpr bool kEdge = decltype(edge)::value;
+    constexpr bool kMasked = decltype(masked)::value;
     constexpr int kRot = decltype(rot)::value;
     constexpr int kPh = kRot == kSlide ? 0 : kRot;
     auto at = [](auto j) { return (kPh + decltype(j)::value) % kHalo; };
@@ -297,18 +302,18 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
         constexpr int kK = decltype(k)::value;
         if constexpr (kK == 0) {
           xs[k] = packed_elem<T, kE>(cur.x);
-          if constexpr (kSeqIdx) {
+          if constexpr (kMasked) {
             if (!bit(m_t, kHalo - 1)) xs[k] = 0.0f;
           }
         } else {
           xs[k] = packed_elem<T, kE>(xw[at(Idx<kK - 1>{})]);
-          if constexpr (kSeqIdx && kK < kHalo) {  // row t - (kHalo - kK)
+          if constexpr (kMasked && kK < kHalo) {  // row t - (kHalo - kK)
             if (!bit(m_t, kHalo - kK - 1)) xs[k] = 0.0f;
           }
         }
       });
       float d = dy_from(e, packed_elem<T, kE>(cur.g), xs);
-      if constexpr (kSeqIdx) {
+      if constexpr (kMasked) {
         if (m_t & kSeqPadBit) d = 0.0f;  // padding token: constant output
       }
       dy[kE] = d;
@@ -319,7 +324,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
       static_for<kHalo>([&](auto k) {
         constexpr int kI = kHalo - 1 - decltype(k)::value;  // dy at t + 1 + kI
         float dv = dyw[at(Idx<kI>{})][kE];
-        if constexpr (kSeqIdx) {
+        if constexpr (kMasked) {
           if (!bit(m_t, kSeqReachShift + kI)) dv = 0.0f;  // row t + 1 + kI in t's sequence
         }
         sum = fmaf(w[k][kE], dv, sum);
@@ -375,15 +380,72 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
     for (int s = s_begin; s < s_stop; ++s) {
       const int64_t t = t_end - 1 - s;
       const Slot cur{x_row(t - kHalo), g_row(t), mask_at(t)};
-      step(BoolC<true>{}, IntC<kSlide>{}, s, cur, dx_at(s));
+      step(BoolC<true>{}, BoolC<kSeqIdx>{}, IntC<kSlide>{}, s, cur, dx_at(s));
     }
   };
   generic(0, s_a);
   {
     if constexpr (kAsync == 0) prologue();
     T* dx_row = dx_at(s_a);
+    // The fast loop takes its steps in groups of kG: kU (below) when it renames, kAhead otherwise.
+    constexpr int kU = kHalo % kAhead == 0 ? kHalo : kAhead % kHalo == 0 ? kAhead : kAhead * kHalo;
+    constexpr int kG = kRename ? kU : kAhead;
+    [[maybe_unused]] uint32_t clean_groups = 0;  // bit i: group i is clean (below)
+#if CAUSAL_CONV1D_BACKEND_CUDA
+    // The staged loop's seq_idx masks: group i's kG bytes (steps i kG .. i kG + kG - 1) in one
+    // 8-byte word of shared memory, copied from the workspace by the whole warp before the loop (no
+    // lane has left it yet: lanes whose channels end mid-warp skip the loop), so a group takes its
+    // masks with one load off the steps' path. A group is clean when each of its rows has every tap
+    // and reach bit of this width and is no padding: its steps compute what unmasked steps do. The
+    // masks are a row's, so a group is clean for every lane of the warp or for none, and runs of
+    // clean groups take a loop without the masks (below).
+    // H200, bf16 (8, 4096, 4096) with 8 sequences a row, against 244.5 us without seq_idx: a byte a
+    // step from the workspace (an L1 hit on the step's path) 281.2 us; the group words, every step
+    // masked 270.0 (+10%: 538 instructions for 6 steps against 393); clean groups unmasked, by a
+    // branch in each iteration 271.6 (the loop holding both copies reloaded 7 spilled registers
+    // an iteration), in their own loop 247.4 (444 instructions, no spills in the loops). With 64
+    // sequences a row (a boundary every 64 rows) 257.4 against 244.5.
+    constexpr bool kGroupMasks = kSeqIdx && kAsync > 0;
+    constexpr int kGroups = kGroupMasks ? (kTune.max_steps + kG - 1) / kG : 1;
+    static_assert(!kGroupMasks || kG <= 8, "a group's masks are one 8-byte word");
+    static_assert(kGroups <= kWarpSize, "a lane a group");
+    __shared__ uint64_t group_masks[kGroupMasks ? kWarps : 1][kGroups];
+    if constexpr (kGroupMasks) {
+      constexpr uint64_t kCleanBits = (1u << kHalo) - 1u | ((1u << kHalo) - 1u) << kSeqReachShift;
+      auto bytes = [](uint64_t v) {  // v in each of a group's bytes
+        uint64_t r = 0;
+        for (int k = 0; k < kG; ++k) r |= v << (8 * k);
+        return r;
+      };
+      const int i = lane;
+      uint64_t v = 0;
+      if (i < kGroups) {
+        for (int k = 0; k < kG; ++k) {
+          const int64_t t = t_end - 1 - s_a - (i * kG + k);
+          if (t >= t_begin) v |= uint64_t(masks[t]) << (8 * k);
+        }
+        group_masks[warp][i] = v;
+      }
+      const bool clean = i < kGroups && (v & bytes(kCleanBits | kSeqPadBit)) == bytes(kCleanBits);
+      clean_groups = __ballot_sync(0xffffffffu, clean);
+      __syncwarp();
+    }
+    // The masks of the group starting at step r0 (a multiple of kG).
+    auto group_at = [&](int r0) -> uint64_t {
+      if constexpr (kGroupMasks) {
+        return group_masks[warp][r0 / kG];
+      } else {
+        return 0;
+      }
+    };
+#else
+    constexpr bool kGroupMasks = false;
+    auto group_at = [](int) -> uint64_t { return 0; };
+#endif
     // kWhole: the row this step refills its slot with is known to be inside the range (no check).
-    auto fast = [&](auto whole, auto j, auto rot, int r) CC_INLINE_LAMBDA {
+    // gm: the masks of the group of step r, whose index in it is j % kG (staged loop only).
+    // masked: as step's (kSeqIdx unless the group is clean).
+    auto fast = [&](auto whole, auto masked, auto j, auto rot, int r, uint64_t gm) CC_INLINE_LAMBDA {
       constexpr bool kWhole = decltype(whole)::value;
       constexpr int kJ = decltype(j)::value % kAhead;
       if constexpr (kAsync > 0) {
@@ -392,45 +454,67 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
         Slot cur;
         cur.x.w[0] = stages[warp][kJ][0][lane];  // (one word: kAsync needs 4-byte rows)
         cur.g.w[0] = stages[warp][kJ][1][lane];
-        cur.mk = kSeqIdx ? masks[t_end - 1 - s_a - r] : 0u;  // (a word holds 4 rows' masks: L1 hits)
-        step(BoolC<false>{}, rot, s_a + r, cur, dx_row);
+        cur.mk = decltype(masked)::value ? uint32_t(gm >> (8 * (decltype(j)::value % kG))) & 0xffu : 0u;
+        step(BoolC<false>{}, masked, rot, s_a + r, cur, dx_row);
         if (kWhole || r + kAsync < m) issue(kJ);
         cp_async_commit();
 #endif
       } else {
         const Slot cur = ring[kJ];
         if (kWhole || r + kRing < m) load(ring[kJ]);
-        step(BoolC<false>{}, rot, s_a + r, cur, dx_row);
+        step(BoolC<false>{}, masked, rot, s_a + r, cur, dx_row);
       }
       dx_row -= p.dx_l_stride;
     };
     if constexpr (kRename) {
       // kU steps an iteration bring the ring and the renamed windows back to their first
       // registers (the least common multiple of kAhead and kHalo); the last m % kU steps slide.
-      constexpr int kU = kHalo % kAhead == 0 ? kHalo : kAhead % kHalo == 0 ? kAhead : kAhead * kHalo;
       // On NVIDIA, iterations whose refills all lie inside the range run without the bound check,
       // then the last ones with it (sm_90: 393 instructions for 6 steps against 450 with the
       // check, which also kept pointer pairs and strides reloaded in the loop; H200 bf16 (1, 8192,
       // 16384) / (4, 5376, 8192) / (8, 4096, 4096) 77.0 / 78.4 / 77.0% of copy against 75.1 / 76.5 /
       // 74.9). Not with the register ring (AMD): the second copy of the loop spills 2 VGPRs on
       // gfx942 at its 5 waves, and it is unmeasured on AMD hardware.
-      auto iteration = [&](auto whole, int r0) CC_INLINE_LAMBDA {
+      // With the group masks (seq_idx), those iterations run in runs of clean groups (no masks)
+      // and runs of the others, each run in its own loop.
+      auto iteration = [&](auto whole, auto masked, int r0) CC_INLINE_LAMBDA {
+        const uint64_t gm = decltype(masked)::value ? group_at(r0) : 0;
         static_for<kU>([&](auto j) {
           constexpr int kJ = decltype(j)::value;
-          fast(whole, j, IntC<(kHalo - kJ % kHalo) % kHalo>{}, r0 + kJ);
+          fast(whole, masked, j, IntC<(kHalo - kJ % kHalo) % kHalo>{}, r0 + kJ, gm);
         });
       };
       int r0 = 0;
-      if constexpr (kAsync > 0)
-        for (; r0 + kU + kAhead <= m; r0 += kU) iteration(BoolC<true>{}, r0);
-      for (; r0 + kU <= m; r0 += kU) iteration(BoolC<false>{}, r0);
-      static_for<kU - 1>([&](auto j) {
-        if (r0 + j < m) fast(BoolC<false>{}, j, IntC<kSlide>{}, r0 + j);
-      });
+      if constexpr (kGroupMasks) {
+        auto is_clean = [&](int r) { return (clean_groups >> (r / kG)) & 1u; };
+        while (r0 + kU + kAhead <= m) {
+          if (is_clean(r0)) {
+            do {
+              iteration(BoolC<true>{}, BoolC<false>{}, r0);
+              r0 += kU;
+            } while (r0 + kU + kAhead <= m && is_clean(r0));
+          } else {
+            do {
+              iteration(BoolC<true>{}, BoolC<true>{}, r0);
+              r0 += kU;
+            } while (r0 + kU + kAhead <= m && !is_clean(r0));
+          }
+        }
+      } else if constexpr (kAsync > 0) {
+        for (; r0 + kU + kAhead <= m; r0 += kU) iteration(BoolC<true>{}, BoolC<kSeqIdx>{}, r0);
+      }
+      for (; r0 + kU <= m; r0 += kU) iteration(BoolC<false>{}, BoolC<kSeqIdx>{}, r0);
+      if (r0 < m) {
+        const uint64_t gm = group_at(r0);
+        static_for<kU - 1>([&](auto j) {
+          if (r0 + j < m) fast(BoolC<false>{}, BoolC<kSeqIdx>{}, j, IntC<kSlide>{}, r0 + j, gm);
+        });
+      }
     } else {
       for (int r0 = 0; r0 < m; r0 += kAhead) {
+        const uint64_t gm = group_at(r0);
         static_for<kAhead>([&](auto j) {
-          if (r0 + j < m) fast(BoolC<false>{}, j, IntC<kSlide>{}, r0 + j);
+          if (r0 + j < m) fast(BoolC<false>{}, BoolC<kSeqIdx>{}, j, IntC<kSlide>{}, r0 + j, gm);
         });
       }
     }

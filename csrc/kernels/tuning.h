@@ -225,8 +225,10 @@ __host__ __device__ constexpr BwdClTuning bwd_cl_tuning(ArchFamily f) {
     // partials); 32 steps: 68%. The seq_idx kernels stage their rows too and read a row's mask
     // byte when they take the row (L1 hits: 4 rows' masks a word): 302.4 us at (8, 4096, 4096)
     // with 8 sequences a row against 358.1 with the register ring; with the mask word copied into
-    // the stages beside the rows, 482.7. Not kept: nontemporal dx stores (no change), an L2
-    // prefetch 2 rows past the stages (spills: 68%).
+    // the stages beside the rows, 482.7; since then the masks of 6 steps a word in shared memory,
+    // runs of clean steps unmasked (the kernel's comment): 247.4 against 244.5 without seq_idx,
+    // at 7 blocks (72 registers). Not kept: nontemporal dx stores (no change), an L2 prefetch 2
+    // rows past the stages (spills: 68%).
     // Staged, short ranges cost more than they save: a warp's fixed work (index math, weights,
     // window, stage prologue, partial) is ~860 instructions against ~90 a step, so 8 steps at
     // least: (1, 4096, 256) in a CUDA graph 9.4 us against 11.8 at 4 and 9.7 at 16 (ncu: 3.1M
