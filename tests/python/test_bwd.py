@@ -132,6 +132,32 @@ def test_grads_seq_idx_long_sequences(device, xtype, width, channel_last, seqlen
     assert torch.all(dx.transpose(1, 2)[seq_idx < 0] == 0), "dx is exactly 0 at padding tokens"
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU visible")
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("xtype", [torch.bfloat16, torch.float32], ids=dtype_id)
+def test_gpu_channel_last_seq_idx_long_ranges(xtype, width):
+    # A grid large enough that the channel-last kernel's warps walk long time ranges (up to 128
+    # steps; 8 on the small shapes above), so the loops over whole 6-step groups run: runs of
+    # clean groups without the masks, the others with them. Boundaries fall at every offset in a
+    # group, padding runs of 1-5 tokens sit inside long sequences, row 1 ends in padding, and dim
+    # leaves lanes of the last warp past it.
+    batch, dim, seqlen = 2, 1026, 8192
+    seq_idx = torch.zeros(batch, seqlen, dtype=torch.int32)
+    for j in range(1, 48):
+        seq_idx[0, 150 * j + j % 13 :] += 1
+    for j in range(1, 30):
+        seq_idx[1, 250 * j + 2 * j % 7 :] += 1
+    for b, start, length in ((0, 4000, 1), (0, 5003, 3), (1, 1500, 5), (1, 6001, 2)):
+        seq_idx[b, start : start + length] = -7
+    seq_idx[1, seqlen - 300 :] = -1
+    seq_idx = seq_idx.to("cuda")
+    x = make_x(batch, dim, seqlen, xtype, "cuda", True)
+    w = torch.randn(dim, width, device="cuda") * 0.5
+    b = torch.randn(dim, device="cuda")
+    dx = check_grads(x, w, b, seq_idx=seq_idx)
+    assert torch.all(dx.transpose(1, 2)[seq_idx < 0] == 0), "dx is exactly 0 at padding tokens"
+
+
 def test_initial_states_without_grad(device):
     # initial_states that do not require grad get None, and dx is still right.
     x = make_x(1, 8, 30, torch.float32, device, True).requires_grad_()
