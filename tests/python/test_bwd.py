@@ -147,8 +147,8 @@ def test_gpu_channel_last_seq_idx_long_ranges(xtype, width):
         seq_idx[0, 150 * j + j % 13 :] += 1
     for j in range(1, 30):
         seq_idx[1, 250 * j + 2 * j % 7 :] += 1
-    for b, start, length in ((0, 4000, 1), (0, 5003, 3), (1, 1500, 5), (1, 6001, 2)):
-        seq_idx[b, start : start + length] = -7
+    for row, start, length in ((0, 4000, 1), (0, 5003, 3), (1, 1500, 5), (1, 6001, 2)):
+        seq_idx[row, start : start + length] = -7
     seq_idx[1, seqlen - 300 :] = -1
     seq_idx = seq_idx.to("cuda")
     x = make_x(batch, dim, seqlen, xtype, "cuda", True)
