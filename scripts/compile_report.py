@@ -42,7 +42,7 @@ DEFAULT_FLOORS = ["gfx1201=12", "gfx1200=12", "gfx1100=12", "gfx942=6", "gfx90a=
 # bwd_cl_tuning): a kernel that needs more registers than its row allows would spill (checked
 # above) or silently run at a lower occupancy than the row's reason assumes.
 BWD_FLOORS = {
-    "bwd_channel_first_kernel": {"gfx1201": 10, "gfx1200": 10, "gfx1100": 10, "gfx942": 3, "gfx90a": 3},
+    "bwd_channel_first_kernel": {"gfx1201": 12, "gfx1200": 12, "gfx1100": 12, "gfx942": 4, "gfx90a": 4},
     "bwd_channel_last_kernel": {"gfx1201": 12, "gfx1200": 12, "gfx1100": 12, "gfx942": 5, "gfx90a": 5},
 }
 

@@ -28,7 +28,9 @@
 // row (dinitial_states): a second pass (bwd_cf_states_kernel, a thread a row) recomputes those from
 // memory after the walk, which runs as without states. (Taken in the walk, as before, they made a
 // row's first and last iterations edge ones, unpipelined and element-wise: +25% at (8, 4096, 4096)
-// against +7% with the pass.)
+// against +7% with the pass. Rewritten after the loop by the walk's own warps: +15-17%, the code
+// after the loop ~2 iterations' worth of instructions a strip; the pass with 8 lanes a row: 12.4
+// us against 11.0, 7x the instructions. benchmarks/NOTES.md, sixteenth session.)
 //
 // seq_idx: a kernel before the walk (launch_seq_masks) turns each batch row's ids into one
 // byte a position (bwd_common.h says what it holds) in the workspace, read beside the data
@@ -119,7 +121,8 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
 
   const FwdParams& f = p.f;
   const int lane = threadIdx.x % kWarpSize;
-  const uint32_t strip_id = blockIdx.x * (kTune.threads / kWarpSize) + threadIdx.x / kWarpSize;
+  // (warp_uniform: on AMD the strip's indices and what is computed from them sit in scalar registers.)
+  const uint32_t strip_id = warp_uniform(blockIdx.x * (kTune.threads / kWarpSize) + threadIdx.x / kWarpSize);
   if (strip_id >= g.total_strips) return;  // whole warps leave together
   const uint32_t row = strip_id / g.strips_per_row;
   const uint32_t strip = strip_id - row * g.strips_per_row;

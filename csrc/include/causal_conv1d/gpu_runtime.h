@@ -5,6 +5,8 @@
 // The backend comes from the generated build_config.h (cmake/build_config.h.in).
 #pragma once
 
+#include <cstdint>
+
 #include "causal_conv1d/build_config.h"
 
 #if CAUSAL_CONV1D_BACKEND_HIP
@@ -79,6 +81,17 @@ __device__ __forceinline__ T shfl_up(T v, unsigned delta, int width) {
   return __shfl_up(v, delta, width);
 #else
   return __shfl_up_sync(0xffffffffu, v, delta, width);
+#endif
+}
+
+// A value the same on every lane of the warp (a warp's strip or range index), said so to the
+// compiler: on AMD it then lives in a scalar register, and so does what is computed from it, which
+// leaves the vector registers to per-lane data. NVIDIA has no such distinction (the identity).
+__device__ __forceinline__ uint32_t warp_uniform(uint32_t v) {
+#if CAUSAL_CONV1D_BACKEND_HIP
+  return __builtin_amdgcn_readfirstlane(v);
+#else
+  return v;
 #endif
 }
 
