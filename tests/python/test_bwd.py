@@ -79,9 +79,12 @@ def test_grads_with_states(device, xtype, width, channel_last, seqlen):
     check_grads(x, w, b, init=init, final=True)
 
 
+# Channel-first on a GPU: 6501 positions make rows of 2 strips that start misaligned, so the
+# dfinal_states rows are rewritten by the lanes that stored them in the walk, mid-vector.
+@pytest.mark.parametrize("seqlen", [40, 6501])
 @pytest.mark.parametrize("channel_last", LAYOUTS, ids=LAYOUT_IDS)
-def test_grads_final_states_only(device, channel_last):
-    x = make_x(2, 16, 40, torch.float32, device, channel_last)
+def test_grads_final_states_only(device, channel_last, seqlen):
+    x = make_x(2, 16, seqlen, torch.float32, device, channel_last)
     check_grads(x, torch.randn(16, 4, device=device), torch.randn(16, device=device), final=True)
 
 
@@ -158,16 +161,22 @@ def test_gpu_channel_last_seq_idx_long_ranges(xtype, width):
     assert torch.all(dx.transpose(1, 2)[seq_idx < 0] == 0), "dx is exactly 0 at padding tokens"
 
 
-def test_initial_states_without_grad(device):
-    # initial_states that do not require grad get None, and dx is still right.
-    x = make_x(1, 8, 30, torch.float32, device, True).requires_grad_()
-    w = torch.randn(8, 3, device=device)
-    init = torch.randn(1, 8, 2, device=device)
-    out = causal_conv1d_fn(x, w, initial_states=init)
-    out.sum().backward()
+@pytest.mark.parametrize("seqlen", [30, 6501])
+@pytest.mark.parametrize("channel_last", LAYOUTS, ids=LAYOUT_IDS)
+def test_initial_states_without_grad(device, channel_last, seqlen):
+    # initial_states that do not require grad get None, and dx and dweight are still right (no
+    # dinitial_states asked for, no dfinal_states).
+    x = make_x(1, 8, seqlen, torch.bfloat16, device, channel_last).requires_grad_()
+    w = torch.randn(8, 3, device=device, requires_grad=True)
+    init = torch.randn(1, 3 - 1, 8, dtype=torch.bfloat16, device=device).transpose(1, 2)
+    out = causal_conv1d_fn(x, w, initial_states=init, activation="silu")
+    dout = torch.randn_like(out)
+    out.backward(dout)
     rx = x.detach().clone().requires_grad_()
-    conv_ref_diff(rx, w, initial_states=init)[0].sum().backward()
-    assert_grad_close(x.grad, rx.grad, torch.float32, "dx")
+    rw = w.detach().clone().requires_grad_()
+    conv_ref_diff(rx, rw, initial_states=init, silu=True)[0].backward(dout)
+    assert_grad_close(x.grad, rx.grad, torch.bfloat16, "dx")
+    assert_grad_close(w.grad, rw.grad, w.dtype, "dweight")
 
 
 def test_noncontiguous_dout(device):
