@@ -79,8 +79,8 @@ def test_grads_with_states(device, xtype, width, channel_last, seqlen):
     check_grads(x, w, b, init=init, final=True)
 
 
-# Channel-first on a GPU: 6501 positions make rows of 2 strips that start misaligned, so the
-# dfinal_states rows are rewritten by the lanes that stored them in the walk, mid-vector.
+# 6501 positions: channel-first rows of several strips on a GPU that start misaligned, so the states
+# pass takes its element path (its vector loads need aligned rows of whole vectors).
 @pytest.mark.parametrize("seqlen", [40, 6501])
 @pytest.mark.parametrize("channel_last", LAYOUTS, ids=LAYOUT_IDS)
 def test_grads_final_states_only(device, channel_last, seqlen):
