@@ -26,7 +26,8 @@ def main():
     ap.add_argument("--calls", type=int, default=4)
     ap.add_argument("--states", action="store_true",
                     help="bwd: initial_states and dfinal_states in, dinitial_states out (as bench.py's states rows)")
-    ap.add_argument("--seq-idx", action="store_true", help="bwd: 8 packed sequences a row (as bench.py's seq_idx rows)")
+    ap.add_argument("--seq-idx", type=int, nargs="?", const=8, metavar="N",
+                    help="bwd: N packed sequences a row (default 8, as bench.py's seq_idx rows)")
     args = ap.parse_args()
     import causal_conv1d_cuda as cc
 
@@ -43,11 +44,13 @@ def main():
     bias = torch.randn(d, device="cuda", dtype=dt)
     dw = torch.zeros(d, args.width, device="cuda")
     db = torch.zeros(d, device="cuda")
-    if args.op == "fwd" and (args.states or args.seq_idx):
+    if args.op == "fwd" and (args.states or args.seq_idx is not None):
         ap.error("--states and --seq-idx are for bwd")
+    if args.seq_idx is not None and args.seq_idx < 1:
+        ap.error("--seq-idx takes a number of sequences >= 1")
     seq = init = dfin = dinit = None
     if args.seq_idx:
-        seq = (torch.arange(l, device="cuda", dtype=torch.int32) * 8 // l).expand(b, l).contiguous()
+        seq = (torch.arange(l, device="cuda", dtype=torch.int32) * args.seq_idx // l).expand(b, l).contiguous()
     if args.states:
         init, dfin, dinit = (torch.randn(b, args.width - 1, d, device="cuda", dtype=dt).transpose(1, 2) for _ in range(3))
     for _ in range(args.calls):
@@ -56,7 +59,7 @@ def main():
         else:
             cc.causal_conv1d_bwd(x, w, bias, dout, seq, init, dfin, out, dw, db, dinit, True)
     torch.cuda.synchronize()
-    extra = "".join(f" {n}" for n, on in (("states", args.states), ("seq_idx", args.seq_idx)) if on)
+    extra = " states" * args.states + (f" seq_idx({args.seq_idx} a row)" if args.seq_idx else "")
     print(f"{args.op} {args.layout} {args.dtype} {tuple(args.shape)}{extra} x{args.calls} with {cc.__file__}")
 
 
