@@ -98,34 +98,36 @@ def test_grads_seq_idx(device, xtype, width, channel_last):
     check_grads(x, w, b, seq_idx=random_seq_idx(2, 200, device, max_segments=6))
 
 
+def check_grads_seq_idx(seq_idx, dim, xtype, width, channel_last, device):
+    # Gradients against the reference with seq_idx (batch, seqlen, on device); dx exactly 0 at the
+    # padding tokens (only padding outputs read them).
+    batch, seqlen = seq_idx.shape
+    x = make_x(batch, dim, seqlen, xtype, device, channel_last)
+    w = torch.randn(dim, width, device=device) * 0.5
+    b = torch.randn(dim, device=device)
+    dx = check_grads(x, w, b, seq_idx=seq_idx)
+    assert torch.all(dx.transpose(1, 2)[seq_idx < 0] == 0), "dx is exactly 0 at padding tokens"
+
+
 @pytest.mark.parametrize("channel_last", LAYOUTS, ids=LAYOUT_IDS)
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("xtype", DTYPES, ids=dtype_id)
 def test_grads_seq_idx_padding_tokens(device, xtype, width, channel_last):
     # Padding outputs are a constant 0: no gradient flows from them, dx is 0 at padding inputs
     # (only padding outputs read them) and dweight/dbias leave them out.
-    seq_idx = random_seq_idx(2, 150, device, max_segments=4, padding=True)
-    x = make_x(2, 32, 150, xtype, device, channel_last)
-    w = torch.randn(32, width, device=device) * 0.5
-    b = torch.randn(32, device=device)
-    dx = check_grads(x, w, b, seq_idx=seq_idx)
-    assert torch.all(dx.transpose(1, 2)[seq_idx < 0] == 0), "dx is exactly 0 at padding tokens"
+    check_grads_seq_idx(random_seq_idx(2, 150, device, max_segments=4, padding=True), 32, xtype, width, channel_last,
+                        device)
 
 
 def check_grads_cut_rows(device, xtype, width, channel_last, seqlen, cuts, pads):
     # Two rows of 16 channels whose ids step up at each cut, with padding tokens (row, start, stop,
-    # id < 0) written over them: gradients against the reference, dx exactly 0 at the padding.
+    # id < 0) written over them.
     seq_idx = torch.zeros(2, seqlen, dtype=torch.int32)
     for cut in cuts:
         seq_idx[:, cut:] += 1
     for row, start, stop, pad_id in pads:
         seq_idx[row, start:stop] = pad_id
-    seq_idx = seq_idx.to(device)
-    x = make_x(2, 16, seqlen, xtype, device, channel_last)
-    w = torch.randn(16, width, device=device) * 0.5
-    b = torch.randn(16, device=device)
-    dx = check_grads(x, w, b, seq_idx=seq_idx)
-    assert torch.all(dx.transpose(1, 2)[seq_idx < 0] == 0), "dx is exactly 0 at padding tokens"
+    check_grads_seq_idx(seq_idx.to(device), 16, xtype, width, channel_last, device)
 
 
 @pytest.mark.parametrize("seqlen", [4109, 8192])
@@ -180,12 +182,7 @@ def test_gpu_channel_last_seq_idx_long_ranges(xtype, width):
     for row, start, length in ((0, 4000, 1), (0, 5003, 3), (1, 1500, 5), (1, 6001, 2)):
         seq_idx[row, start : start + length] = -7
     seq_idx[1, seqlen - 300 :] = -1
-    seq_idx = seq_idx.to("cuda")
-    x = make_x(batch, dim, seqlen, xtype, "cuda", True)
-    w = torch.randn(dim, width, device="cuda") * 0.5
-    b = torch.randn(dim, device="cuda")
-    dx = check_grads(x, w, b, seq_idx=seq_idx)
-    assert torch.all(dx.transpose(1, 2)[seq_idx < 0] == 0), "dx is exactly 0 at padding tokens"
+    check_grads_seq_idx(seq_idx.to("cuda"), dim, xtype, width, True, "cuda")
 
 
 @pytest.mark.parametrize("seqlen", [30, 6501])
