@@ -216,11 +216,17 @@ def test_noncontiguous_dout(device):
     assert_grad_close(w.grad, rw.grad, torch.float32, "dweight")
 
 
-def _grads(x, w, b):
+def _grads(x, w, b, init=None):
+    # With init: initial_states in, final states out, both in the backward (dinitial_states last).
     x, w, b = _leaf(x), _leaf(w), _leaf(b)
-    out = causal_conv1d_fn(x, w, b, activation="silu")
-    out.backward(torch.ones_like(out))
-    return x.grad, w.grad, b.grad
+    if init is None:
+        out = causal_conv1d_fn(x, w, b, activation="silu")
+        out.backward(torch.ones_like(out))
+        return x.grad, w.grad, b.grad
+    init = _leaf(init)
+    out, fin = causal_conv1d_fn(x, w, b, initial_states=init, return_final_states=True, activation="silu")
+    torch.autograd.backward((out, fin), (torch.ones_like(out), torch.full_like(fin, 0.5)))
+    return x.grad, w.grad, b.grad, init.grad
 
 
 def test_cpu_backward_is_bitwise_repeatable_on_any_thread_count():
@@ -268,20 +274,27 @@ def test_deterministic_switch_rejects_garbage(monkeypatch):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU visible")
+@pytest.mark.parametrize("states", [False, True], ids=["plain", "states"])
 @pytest.mark.parametrize("channel_last", LAYOUTS, ids=LAYOUT_IDS)
-def test_gpu_deterministic_mode_is_bitwise_repeatable(monkeypatch, channel_last):
+def test_gpu_deterministic_mode_is_bitwise_repeatable(monkeypatch, channel_last, states):
     # Deterministic mode: identical bits on every run; default mode (atomics): within tolerance
-    # of it.
+    # of it, and dx (dinitial_states) the same bits. With states the channel-first default mode
+    # runs the states pass alongside the walk (each storing its own positions of dx): a race
+    # between them would show here as dx differing from the deterministic run's.
     x = make_x(4, 256, 2000, torch.bfloat16, "cuda", channel_last)
     w = torch.randn(256, 4, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(256, device="cuda", dtype=torch.bfloat16)
+    init = torch.randn(4, 3, 256, device="cuda", dtype=torch.bfloat16).transpose(1, 2) if states else None
     monkeypatch.setenv("CAUSAL_CONV1D_DETERMINISTIC", "1")
-    det = [_grads(x, w, b) for _ in range(3)]
+    det = [_grads(x, w, b, init) for _ in range(3)]
     for run in det[1:]:
         for a, r in zip(det[0], run):
             assert torch.equal(a, r)
     monkeypatch.setenv("CAUSAL_CONV1D_DETERMINISTIC", "0")
-    default = _grads(x, w, b)
-    assert torch.equal(default[0], det[0][0]), "dx does not depend on the mode"
-    for a, r, what in zip(default[1:], det[0][1:], ("dweight", "dbias")):
-        assert_grad_close(a.float(), r.float(), torch.bfloat16, what)
+    for _ in range(3):
+        default = _grads(x, w, b, init)
+        assert torch.equal(default[0], det[0][0]), "dx does not depend on the mode"
+        if states:
+            assert torch.equal(default[3], det[0][3]), "dinitial_states does not depend on the mode"
+        for a, r, what in zip(default[1:3], det[0][1:3], ("dweight", "dbias")):
+            assert_grad_close(a.float(), r.float(), torch.bfloat16, what)
