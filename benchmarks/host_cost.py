@@ -105,8 +105,15 @@ def rows_for(impl):
         xs0, state0, o0 = xs[:0], state[:0], o[:0]
         out.append(("update B=1 op overload, batch 0", lambda: op(xs0, state0, w, b, o0, True, None, None)))
         out.append(("update B=1 op overload into out", lambda: op(xs, state, w, b, o, True, None, None)))
+        fop = ops.update_functional.default
+        out.append(("update B=1 functional op overload (allocates out)",
+                    lambda: fop(xs, state, w, b, True, None, None)))
+        out.append(("update B=1 torch.empty_like, then the op into it",
+                    lambda: op(xs, state, w, b, torch.empty_like(xs), True, None, None)))
     out.append(("update B=1 causal_conv1d_cuda.causal_conv1d_update into out",
                 lambda: cc.causal_conv1d_update(xs3, state, w, b, o3, True, None, None)))
+    out.append(("update B=1 causal_conv1d_cuda.causal_conv1d_update (7 arguments, returns out)",
+                lambda: cc.causal_conv1d_update(xs3, state, w, b, True, None, None)))
     out.append(("update B=1 causal_conv1d_update", lambda: causal_conv1d_update(xs, state, w, b, "silu")))
     return out
 

@@ -11,11 +11,13 @@ from causal_conv1d._ops import ops
 
 _fwd = ops.fwd.default
 _bwd = ops.bwd.default
-_update = ops.update.default
 # The ops into caller-given outputs, as overloads: calling an overload directly skips the packet's
 # overload resolution (~0.4 us a call, measured on the H200 machine's host).
 fwd_into = _fwd
-update_into = _update
+update_into = ops.update.default
+# The update into a fresh out (x's shape and strides), allocated by the op in C++: the decode path
+# of the public functions, one call (run_update).
+run_update_op = ops.update_functional.default
 
 
 def silu_flag(activation):
@@ -137,9 +139,7 @@ def run_bwd(x, channel_last, weight, bias, dout, seq_idx, initial_states, dfinal
 
 def run_update(x, conv_state, weight, bias, silu, cache_seqlens, conv_state_indices):
     """Decode step(s) into a fresh output shaped like x; conv_state is updated in place."""
-    out = torch.empty_like(x)  # the cheapest allocation on the decode path (any x strides are accepted)
-    _update(x, conv_state, weight, bias, out, silu, cache_seqlens, conv_state_indices)
-    return out
+    return run_update_op(x, conv_state, weight, bias, silu, cache_seqlens, conv_state_indices)
 
 
 # Functional forms of fwd and bwd for torch.compile: they return fresh outputs instead of writing

@@ -50,6 +50,11 @@ def _update_fake(x, conv_state, weight, bias, out, silu_activation, cache_seqlen
     return None
 
 
+@torch.library.register_fake("causal_conv1d::update_functional")
+def _update_functional_fake(x, conv_state, weight, bias, silu_activation, cache_seqlens, conv_state_indices):
+    return torch.empty_like(x)
+
+
 @torch.library.register_fake("causal_conv1d::varlen_states")
 def _varlen_states_fake(x, cu_seqlens, state_len):
     batch = cu_seqlens.shape[0] - 1

@@ -1,6 +1,7 @@
 // CPU implementations of the ops: checks (shared with the GPU), then the CPU backend on torch's
 // intra-op thread pool.
 #include <ATen/Parallel.h>
+#include <ATen/ops/empty_like.h>
 #include <torch/library.h>
 
 #include "causal_conv1d/cpu.h"
@@ -56,6 +57,14 @@ void update_cpu(const at::Tensor& x, const at::Tensor& conv_state, const at::Ten
   check_launch(kUpdateOp.error, "cpu::launch_update", cpu::launch_update(p, torch_parallel_for));
 }
 
+at::Tensor update_functional_cpu(const at::Tensor& x, const at::Tensor& conv_state, const at::Tensor& weight,
+                                 const OptTensor& bias, bool silu_activation, const OptTensor& cache_seqlens,
+                                 const OptTensor& conv_state_indices) {
+  at::Tensor out = at::empty_like(x);  // x's strides (any are accepted), as the Python layer's torch.empty_like
+  update_cpu(x, conv_state, weight, bias, out, silu_activation, cache_seqlens, conv_state_indices);
+  return out;
+}
+
 at::Tensor varlen_states_cpu(const at::Tensor& x, const at::Tensor& cu_seqlens, int64_t state_len) {
   at::Tensor states = new_varlen_states(x, cu_seqlens, state_len);
   const VarlenStatesParams p = make_varlen_states_params(x, cu_seqlens, states);
@@ -108,6 +117,7 @@ TORCH_LIBRARY_IMPL(causal_conv1d, CPU, m) {
   m.impl(kFwdOp.registered, &fwd_cpu);
   m.impl(kBwdOp.registered, &bwd_cpu);
   m.impl(kUpdateOp.registered, &update_cpu);
+  m.impl(kUpdateFunctionalOp.registered, &update_functional_cpu);
   m.impl(kVarlenStatesOp.registered, &varlen_states_cpu);
   m.impl(kServingFwdOp.registered, &serving_fwd_cpu);
   m.impl(kServingUpdateOp.registered, &serving_update_cpu);

@@ -2,6 +2,7 @@
 // present AMD GPUs as device type "cuda", so this one registration serves both vendors. No GPU
 // header is needed here: the stream comes from c10 as an opaque handle.
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 
 #include <array>
 #include <atomic>
@@ -103,6 +104,14 @@ void update_gpu(const at::Tensor& x, const at::Tensor& conv_state, const at::Ten
   check_launch(kUpdateOp.error, "update_kernel", gpu::launch_update(p, dev, current_stream(x.device())));
 }
 
+at::Tensor update_functional_gpu(const at::Tensor& x, const at::Tensor& conv_state, const at::Tensor& weight,
+                                 const OptTensor& bias, bool silu_activation, const OptTensor& cache_seqlens,
+                                 const OptTensor& conv_state_indices) {
+  at::Tensor out = at::empty_like(x);  // x's strides (any are accepted), as the Python layer's torch.empty_like
+  update_gpu(x, conv_state, weight, bias, out, silu_activation, cache_seqlens, conv_state_indices);
+  return out;
+}
+
 at::Tensor varlen_states_gpu(const at::Tensor& x, const at::Tensor& cu_seqlens, int64_t state_len) {
   const c10::DeviceGuard guard(x.device());
   const DeviceDesc& dev = checked_device(kVarlenStatesOp.error, x.device());
@@ -164,6 +173,7 @@ TORCH_LIBRARY_IMPL(causal_conv1d, CUDA, m) {
   m.impl(kFwdOp.registered, &fwd_gpu);
   m.impl(kBwdOp.registered, &bwd_gpu);
   m.impl(kUpdateOp.registered, &update_gpu);
+  m.impl(kUpdateFunctionalOp.registered, &update_functional_gpu);
   m.impl(kVarlenStatesOp.registered, &varlen_states_gpu);
   m.impl(kServingFwdOp.registered, &serving_fwd_gpu);
   m.impl(kServingUpdateOp.registered, &serving_update_gpu);

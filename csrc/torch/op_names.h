@@ -15,6 +15,9 @@ struct OpName {
 inline constexpr OpName kFwdOp{"fwd", "causal_conv1d_fwd"};
 inline constexpr OpName kBwdOp{"bwd", "causal_conv1d_bwd"};
 inline constexpr OpName kUpdateOp{"update", "causal_conv1d_update"};
+// The update returning a fresh out (shaped and strided like x): the public functions' decode call,
+// one op call without a Python-level allocation before it. Same checks and messages as kUpdateOp.
+inline constexpr OpName kUpdateFunctionalOp{"update_functional", "causal_conv1d_update"};
 inline constexpr OpName kVarlenStatesOp{"varlen_states", "causal_conv1d_varlen_states"};
 inline constexpr OpName kServingFwdOp{"serving_fwd", "serving.causal_conv1d_fn"};
 inline constexpr OpName kServingUpdateOp{"serving_update", "serving.causal_conv1d_update"};

@@ -63,6 +63,10 @@ TORCH_LIBRARY(causal_conv1d, m) {
                   "(Tensor x, Tensor(a!) conv_state, Tensor weight, Tensor? bias, Tensor(b!) out, "
                   "bool silu_activation, Tensor? cache_seqlens, Tensor? conv_state_indices) -> ()"),
         tags);
+  m.def(op_schema(kUpdateFunctionalOp,
+                  "(Tensor x, Tensor(a!) conv_state, Tensor weight, Tensor? bias, bool silu_activation, "
+                  "Tensor? cache_seqlens, Tensor? conv_state_indices) -> Tensor"),
+        tags);
   m.def(op_schema(kVarlenStatesOp, "(Tensor x, Tensor cu_seqlens, int state_len) -> Tensor"), tags);
   // The serving API (causal_conv1d/serving.py, csrc/include/causal_conv1d/serving.h).
   m.def(op_schema(kServingFwdOp,
@@ -88,12 +92,13 @@ TORCH_LIBRARY(causal_conv1d, m) {
 // dispatches straight to the backend kernel instead (same behaviour, ~2 us less per call: H200
 // host, an update of batch 1 through the C++ dispatcher 7.4-9.1 us against 5.4-6.8 through
 // redispatch; benchmarks/host_cost.py --cpp). Derivatives live in the Python layer (the
-// autograd.Function, and the functional ops' registered autograd). varlen_states returns a tensor
-// and keeps the fallback.
+// autograd.Function, and the functional ops' registered autograd). update_functional returns a
+// tensor but is not differentiable either (a decode step, as upstream's update: its out has no
+// grad_fn, as out of the update op), so it falls through too; varlen_states keeps the fallback.
 namespace {
 void autograd_fallthrough(torch::Library& m) {
   using namespace causal_conv1d::torch_ops;
-  for (const OpName* op : {&kFwdOp, &kBwdOp, &kUpdateOp, &kServingFwdOp, &kServingUpdateOp})
+  for (const OpName* op : {&kFwdOp, &kBwdOp, &kUpdateOp, &kUpdateFunctionalOp, &kServingFwdOp, &kServingUpdateOp})
     m.impl(op->registered, torch::CppFunction::makeFallthrough());
 }
 }  // namespace

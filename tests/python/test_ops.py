@@ -87,6 +87,17 @@ def test_opcheck_update(device):
     idx = torch.tensor([2, -1, 0], dtype=torch.int32, device=device)
     x3 = torch.randn(3, 16, 2, device=device)
     torch.library.opcheck(ops.update.default, (x3, state, w, None, torch.empty_like(x3), False, cs, idx))
+    # The functional form (the public functions' call): a fresh out with x's shape and strides.
+    torch.library.opcheck(ops.update_functional.default, (x, state3, w, b, True, None, None))
+    torch.library.opcheck(ops.update_functional.default, (x3, state, w, None, False, cs, idx))
+    xt = torch.randn(16, 3, 2, device=device).permute(1, 0, 2)  # channels not contiguous
+    state_t, state_f = state.clone(), state.clone()
+    got = ops.update_functional.default(xt, state_t, w, b, True, cs, idx)
+    want = torch.empty_like(xt)
+    ops.update.default(xt, state_f, w, b, want, True, cs, idx)
+    assert got.shape == xt.shape and got.stride() == xt.stride()
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    torch.testing.assert_close(state_t, state_f, rtol=0, atol=0)
 
 
 def test_opcheck_varlen_states(device):
@@ -98,8 +109,9 @@ def test_opcheck_varlen_states(device):
 def test_out_buffer_ops_fall_through_autograd(device):
     """The ops that return nothing skip PyTorch's boxed autograd fallback (ops.cpp): their autograd
     keys fall through, and an eager call with inputs that require grad, in grad mode, runs the
-    kernel as before (no graph node: nothing is returned). varlen_states keeps the fallback."""
-    for name in ("fwd", "bwd", "update", "serving_fwd", "serving_update"):
+    kernel as before (no graph node: nothing is returned). So does update_functional (a decode step:
+    its out has no graph node either). varlen_states keeps the fallback."""
+    for name in ("fwd", "bwd", "update", "update_functional", "serving_fwd", "serving_update"):
         for key in ("AutogradCPU", "AutogradCUDA"):
             assert torch._C._dispatch_kernel_for_dispatch_key_is_fallthrough(f"causal_conv1d::{name}", key), (name, key)
     assert not torch._C._dispatch_has_kernel_for_dispatch_key("causal_conv1d::varlen_states", "AutogradCPU")
@@ -111,6 +123,9 @@ def test_out_buffer_ops_fall_through_autograd(device):
         ops.fwd.default(x, w, b, None, None, out, None, True)
     assert out.grad_fn is None and not out.requires_grad
     assert_close(out, conv_ref(x.detach(), w.detach(), b.detach(), silu=True)[0], torch.float32)
+    with torch.enable_grad():
+        step = ops.update_functional.default(x[:, :, 0], torch.zeros(2, 16, 3, device=device), w, b, True, None, None)
+    assert step.grad_fn is None and not step.requires_grad
 
 
 def test_compile_fullgraph_forward(device):
