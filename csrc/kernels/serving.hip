@@ -19,7 +19,8 @@
 //
 // Decode. Thread c of block (cx, row) owns channel c of one row (serving_update_kernel), or, when x
 // keeps dim contiguous as vLLM lays it out and the cache keeps dim contiguous too (or each channel's
-// state, with state_len = width - 1), kServingVecBytes of channels (serving_update_vec_kernel): it
+// state, with state_len = width - 1), kServingVecBytes of channels (kServingNarrowVecBytes on grids
+// smaller than the device; serving_update_vec_kernel): it
 // reads the row's window into registers, writes the new state from them and from x, and computes
 // the outputs into x in place (each token is read before its output replaces it).
 //
@@ -510,17 +511,23 @@ int launch_serving_update(const ServingUpdateParams& p, const DeviceDesc& dev, v
     using T = typename decltype(tag)::type;
     return dispatch_width(p.width, [&](auto W) {
       return dispatch_bool(p.silu, [&](auto Silu) {
-        constexpr int kC = kServingVecBytes / int(sizeof(T));
-        const DecodePath path = serving_update_path(p, kC);
-        if (path == DecodePath::kScalar) {
-          serving_update_kernel<T, decltype(W)::value, decltype(Silu)::value><<<grid, tune.threads, 0, s>>>(p);
-          return launch_status();
-        }
-        const dim3 vgrid(ceil_div_u(p.dim / kC, tune.threads), grid.y);
-        return dispatch_bool(path == DecodePath::kStateRun, [&](auto Run) {
-          serving_update_vec_kernel<T, decltype(W)::value, kC, decltype(Silu)::value, decltype(Run)::value>
-              <<<vgrid, tune.threads, 0, s>>>(p, weight_runs(p, kC));
-          return launch_status();
+        // Small grids (fewer blocks than CUs) take kServingNarrowVecBytes a thread (tuning.h).
+        constexpr int kCWide = kServingVecBytes / int(sizeof(T));
+        constexpr int kCNarrow = std::max(kServingNarrowVecBytes / int(sizeof(T)), 2);
+        const bool narrow = int64_t(ceil_div_u(p.dim / kCWide, tune.threads)) * grid.y < dev.cu_count;
+        return dispatch_bool(narrow, [&](auto N) {
+          constexpr int kC = decltype(N)::value ? kCNarrow : kCWide;
+          const DecodePath path = serving_update_path(p, kC);
+          if (path == DecodePath::kScalar) {
+            serving_update_kernel<T, decltype(W)::value, decltype(Silu)::value><<<grid, tune.threads, 0, s>>>(p);
+            return launch_status();
+          }
+          const dim3 vgrid(ceil_div_u(p.dim / kC, tune.threads), grid.y);
+          return dispatch_bool(path == DecodePath::kStateRun, [&](auto Run) {
+            serving_update_vec_kernel<T, decltype(W)::value, kC, decltype(Silu)::value, decltype(Run)::value>
+                <<<vgrid, tune.threads, 0, s>>>(p, weight_runs(p, kC));
+            return launch_status();
+          });
         });
       });
     });

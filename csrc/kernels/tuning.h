@@ -339,6 +339,12 @@ struct ServingFwdTuning {
 // the window and weights; the decode kernel at 8 bytes takes 56-64 registers on sm_90, the budget
 // of serving_update_tuning's 16 blocks of 64 threads).
 constexpr int kServingVecBytes = 8;
+// ... except the decode on small grids (fewer blocks than CUs at kServingVecBytes a thread: batch
+// 1-4 at dim 8192, 16-bit), which takes 4 bytes of channels a thread (as update_tuning's plain
+// update; at least 2 channels, so float32 keeps its 8 bytes) and twice the blocks. H200, bf16, dim
+// 8192, batch 1, CUDA graph, two runs: 2.74 / 3.01 us (dim / state-contiguous cache) against 2.91 /
+// 3.20 with 8 bytes; batch 64 and 256 take 8 bytes as before (launch_serving_update).
+constexpr int kServingNarrowVecBytes = 4;
 
 __host__ __device__ constexpr ServingFwdTuning serving_fwd_tuning(ArchFamily f) {
   switch (f) {

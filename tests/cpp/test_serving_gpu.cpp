@@ -13,6 +13,7 @@
 
 namespace {
 
+using causal_conv1d::DeviceDesc;
 using causal_conv1d::DType;
 using causal_conv1d::ServingFwdParams;
 using causal_conv1d::ServingUpdateParams;
@@ -153,20 +154,27 @@ TEST_P(GpuServingUpdate, VarlenSpeculativeMatchesCpu) {
   pc.query_start_loc = {qsl.data(), 1};
   ASSERT_EQ(causal_conv1d::cpu::launch_serving_update(pc, causal_conv1d::cpu::serial_for), 0);
 
-  DeviceBuffer dx = device_copy(x), dw = device_copy(w), db = device_copy(bias), dcache = device_copy(cache), dl(lines),
-               da(accepted), dq(qsl);
-  ServingUpdateParams pg = p;
-  pg.x = dx.ptr, pg.weight = dw.ptr, pg.conv_state = dcache.ptr;
-  pg.bias = sc.bias ? db.ptr : nullptr;
-  pg.conv_state_indices = static_cast<const int32_t*>(dl.ptr), pg.csi_seq_stride = 1;
-  if (!sc.short_state) pg.num_accepted_tokens = {static_cast<const int32_t*>(da.ptr), 1};
-  pg.query_start_loc = {static_cast<const int32_t*>(dq.ptr), 1};
-  CC_GPU_OK(causal_conv1d::gpu::launch_serving_update(pg, cc_test::device0(), nullptr));
-  CC_GPU_OK(causal_conv1d::gpu::device_synchronize());
-  causal_conv1d::gpu::copy_to_host(x_gpu.data(), dx.ptr, x_gpu.bytes.size());
-  causal_conv1d::gpu::copy_to_host(cache_gpu.data(), dcache.ptr, cache_gpu.bytes.size());
-  expect_close(x_gpu, x_cpu, sc.t, "x (outputs)");
-  EXPECT_EQ(cache_gpu.bytes, cache_cpu.bytes) << "the cache holds copies of inputs: bit for bit";
+  // This small grid takes the decode's narrow vectors on any real GPU (fewer blocks than CUs);
+  // a device described with one CU takes the wide ones.
+  DeviceDesc one_cu = cc_test::device0();
+  one_cu.cu_count = 1;
+  for (const DeviceDesc& dev : {cc_test::device0(), one_cu}) {
+    SCOPED_TRACE(dev.cu_count == 1 ? "wide vectors (one CU)" : "narrow vectors (this GPU)");
+    DeviceBuffer dx = device_copy(x), dw = device_copy(w), db = device_copy(bias), dcache = device_copy(cache),
+                 dl(lines), da(accepted), dq(qsl);
+    ServingUpdateParams pg = p;
+    pg.x = dx.ptr, pg.weight = dw.ptr, pg.conv_state = dcache.ptr;
+    pg.bias = sc.bias ? db.ptr : nullptr;
+    pg.conv_state_indices = static_cast<const int32_t*>(dl.ptr), pg.csi_seq_stride = 1;
+    if (!sc.short_state) pg.num_accepted_tokens = {static_cast<const int32_t*>(da.ptr), 1};
+    pg.query_start_loc = {static_cast<const int32_t*>(dq.ptr), 1};
+    CC_GPU_OK(causal_conv1d::gpu::launch_serving_update(pg, dev, nullptr));
+    CC_GPU_OK(causal_conv1d::gpu::device_synchronize());
+    causal_conv1d::gpu::copy_to_host(x_gpu.data(), dx.ptr, x_gpu.bytes.size());
+    causal_conv1d::gpu::copy_to_host(cache_gpu.data(), dcache.ptr, cache_gpu.bytes.size());
+    expect_close(x_gpu, x_cpu, sc.t, "x (outputs)");
+    EXPECT_EQ(cache_gpu.bytes, cache_cpu.bytes) << "the cache holds copies of inputs: bit for bit";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Serving, GpuServingUpdate,

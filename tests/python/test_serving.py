@@ -239,6 +239,25 @@ def test_update_against_reference(sdevice, dtype, width, varlen, cache_layout):
     _assert_states_equal(states, expected_states)
 
 
+@pytest.mark.parametrize("batch", [1, 64])
+@pytest.mark.parametrize("cache_layout", CACHE_LAYOUTS)
+def test_update_wide_dim(sdevice, batch, cache_layout):
+    # dim 4096, bf16, state_len = width - 1 (the state runs on the state-contiguous cache): at batch
+    # 1 a GPU's decode grid has fewer blocks than CUs and takes 4-byte vectors, at 64 the 8-byte
+    # ones (launch_serving_update); both against the reference.
+    rng = random.Random(batch)
+    dim, lines, dtype = 4096, 2 * batch + 1, torch.bfloat16
+    states = make_cache(lines, dim, 3, dtype, sdevice, cache_layout)
+    weight = torch.randn(dim, 4, device=sdevice, dtype=dtype)
+    bias = torch.randn(dim, device=sdevice, dtype=dtype)
+    ci = _lines_with_padding(rng, batch, lines, sdevice)
+    x = torch.randn(batch, dim, dtype=dtype, device=sdevice)
+    expected_out, expected_states = update_ref(x, states, weight, bias, True, ci, null_block_id=0)
+    y = causal_conv1d_update(x, states, weight, bias, "silu", ci, null_block_id=0)
+    assert_close(y, expected_out, dtype)
+    _assert_states_equal(states, expected_states)
+
+
 @pytest.mark.parametrize("width", [2, 3, 4])
 @pytest.mark.parametrize("varlen", [False, True], ids=["plain", "varlen"])
 def test_speculative_decoding(sdevice, width, varlen):
