@@ -153,6 +153,42 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   auto inside = [&](int it) { return it > 0 || (it == 0 && qbase >= 0); };
   auto whole = [&](int it) { return inside(it) && it * kStep + kV <= room; };
 
+  // The fast range [lo_fast, hi_fast]: the iterations where every lane's vector is whole, its dx
+  // one store and lane 0's halo inside the row or zeros before it (bounds from lane 0's start and
+  // the last lane's room, so the whole warp agrees). On NVIDIA the lines of its first l2_ahead
+  // iterations are asked of L2 here, before the weights are loaded and converted: the strip's first
+  // data request then does not wait for the weights (a 1024-position row is a strip of 4 iterations,
+  // so that wait was one memory latency in 4).
+  int lo_fast = 0, hi_fast = -1, n_fast = 0;
+  auto set_fast_range = [&] {
+    const int64_t qbase0 = vec0 * kV - m;
+    const int64_t room_last = L - (qbase0 + int64_t(kWarpSize - 1) * kV);
+    hi_fast = room_last < kV ? -1 : int(min((room_last - kV) / kStep, int64_t(it_hi)));
+    lo_fast = qbase0 >= kHalo || qbase0 == 0 ? 0 : 1;
+    if (lo_fast > hi_fast) lo_fast = 0, hi_fast = -1;  // no fast range
+    n_fast = hi_fast - lo_fast + 1;
+  };
+  // The lines of iteration `it` asked of L2 (the x halo of lane 0 is in the iteration before's
+  // last line, which that iteration's prefetch covers).
+  auto prefetch = [&](int it) {
+#if CAUSAL_CONV1D_BACKEND_CUDA
+    const int64_t q0 = qbase + int64_t(it) * kStep;
+    prefetch_l2(x + q0);
+    prefetch_l2(dout + q0);
+#endif
+  };
+  // (The seq_idx kernels take both after their setup, as before: here they made those kernels
+  // 2-3% slower at (8, 4096, 4096) with 8 sequences a row.)
+  auto prefetch_run_up = [&] {
+    if constexpr (kL2Ahead > 0) {
+      for (int j = kRing; j < kRing + kL2Ahead && j < n_fast; ++j) prefetch(hi_fast - j);
+    }
+  };
+  if constexpr (!kSeqIdx) {
+    set_fast_range();
+    prefetch_run_up();
+  }
+
   float w[kWidth], bias;
   load_channel_weights<kWidth>(f, c, w, bias);
   // dy at a position from its dout and its kWidth inputs (already masked by seq_idx).
@@ -420,16 +456,10 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
     }
   };
 
-  // The walk, from it_hi down to 0. The fast range [lo_fast, hi_fast] is where every lane's
-  // vector is whole, its dx one store and lane 0's halo inside the row or zeros before it (bounds
-  // from lane 0's start and the last lane's room, so the whole warp agrees); it runs with `ring`
-  // iterations loaded ahead and no edge code. The iterations above it (a row's last) and below it
-  // (a misaligned row's first) run one at a time through the edge paths.
-  const int64_t qbase0 = vec0 * kV - m;
-  const int64_t room_last = L - (qbase0 + int64_t(kWarpSize - 1) * kV);
-  int hi_fast = room_last < kV ? -1 : int(min((room_last - kV) / kStep, int64_t(it_hi)));
-  int lo_fast = qbase0 >= kHalo || qbase0 == 0 ? 0 : 1;
-  if (lo_fast > hi_fast) lo_fast = 0, hi_fast = -1;  // no fast range
+  // The walk, from it_hi down to 0, over the fast range (above) with `ring` iterations loaded
+  // ahead and no edge code; the iterations above it (a row's last) and below it (a misaligned
+  // row's first) run one at a time through the edge paths.
+  if constexpr (kSeqIdx) set_fast_range();
   auto generic = [&](int from, int to) CC_INLINE_LAMBDA {
     for (int it = from; it >= to; --it) {
       Slot cur;
@@ -443,20 +473,8 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
     // compile-time constants and no slot is copied (a ring of kRing slots copies the one being
     // computed out of the way of its reload, 10 moves an iteration for 16-bit).
     constexpr int kSlots = kRing + 1;
-    const int n_fast = hi_fast - lo_fast + 1;
     Slot ring[kSlots];
-    // The lines of iteration `it` asked of L2 (the x halo of lane 0 is in the iteration before's
-    // last line, which that iteration's prefetch covers).
-    auto prefetch = [&](int it) {
-#if CAUSAL_CONV1D_BACKEND_CUDA
-      const int64_t q0 = qbase + int64_t(it) * kStep;
-      prefetch_l2(x + q0);
-      prefetch_l2(dout + q0);
-#endif
-    };
-    if constexpr (kL2Ahead > 0) {
-      for (int j = kRing; j < kRing + kL2Ahead && j < n_fast; ++j) prefetch(hi_fast - j);
-    }
+    if constexpr (kSeqIdx) prefetch_run_up();
     static_for<kRing>([&](auto j) {
       if (j < n_fast) load_fast(hi_fast - j, ring[j]);
     });
