@@ -92,14 +92,15 @@ int launch_seq_masks(const BwdParams& p, const BwdWorkspace& ws, const DeviceDes
 // Launch geometry of the channel-first backward (bwd_cf_grid): the launcher and the workspace size
 // both take it from that one function.
 struct BwdCfGrid {
-  int kv;                   // elements per vector (1: the element path)
-  bool aligned;             // every row starts on a vector boundary (no peeled first vector)
-  uint32_t dim;             // rows are (batch, channel): row = b * dim + c
-  uint32_t strips_per_row;  // strips of one row; partial slot of strip s of batch b: b * strips_per_row + s
-  uint32_t total_strips;    // batch * dim * strips_per_row
-  int32_t iters;            // warp iterations per strip (a row's last strip may have fewer)
-  int64_t blocks;           // grid size
-  int64_t slots;            // dweight/dbias partials per channel: batch * strips_per_row
+  int kv;                      // elements per vector (1: the element path)
+  bool aligned;                // every row starts on a vector boundary (no peeled first vector)
+  uint32_t dim;                // rows are (batch, channel): row = b * dim + c
+  uint32_t strips_per_row;     // strips of one row; partial slot of strip s of batch b: b * strips_per_row + s
+  DivU32 dim_div, strips_div;  // division by dim and by strips_per_row (the kernel's strip indices)
+  uint32_t total_strips;       // batch * dim * strips_per_row
+  int32_t iters;               // warp iterations per strip (a row's last strip may have fewer)
+  int64_t blocks;              // grid size
+  int64_t slots;               // dweight/dbias partials per channel: batch * strips_per_row
   BwdWorkspace ws;
 };
 BwdCfGrid bwd_cf_grid(const BwdParams& p, const DeviceDesc& dev);

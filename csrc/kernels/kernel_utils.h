@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "causal_conv1d/dispatch.h"
+#include "causal_conv1d/div_u32.h"
 #include "causal_conv1d/gpu_runtime.h"
 #include "causal_conv1d/numeric.h"
 #include "causal_conv1d/params.h"
