@@ -15,9 +15,10 @@ _bwd = ops.bwd.default
 # overload resolution (~0.4 us a call, measured on the H200 machine's host).
 fwd_into = _fwd
 update_into = ops.update.default
-# The update into a fresh out (x's shape and strides), allocated by the op in C++: the decode path
-# of the public functions, one call (run_update).
-run_update_op = ops.update_functional.default
+# Decode step(s) into a fresh out (x's shape and strides), allocated by the op in C++; conv_state is
+# updated in place: run_update(x, conv_state, weight, bias, silu, cache_seqlens,
+# conv_state_indices), the public functions' decode call (one call, no Python frame around it).
+run_update = ops.update_functional.default
 
 
 def silu_flag(activation):
@@ -135,11 +136,6 @@ def run_bwd(x, channel_last, weight, bias, dout, seq_idx, initial_states, dfinal
     if dbias is not None:
         dbias = dbias.to(bias.dtype)
     return dx, dweight, dbias, dinitial_states
-
-
-def run_update(x, conv_state, weight, bias, silu, cache_seqlens, conv_state_indices):
-    """Decode step(s) into a fresh output shaped like x; conv_state is updated in place."""
-    return run_update_op(x, conv_state, weight, bias, silu, cache_seqlens, conv_state_indices)
 
 
 # Functional forms of fwd and bwd for torch.compile: they return fresh outputs instead of writing

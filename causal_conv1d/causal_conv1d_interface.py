@@ -140,8 +140,8 @@ def causal_conv1d_update(
 
     Returns out with x's shape and dtype.
     """
-    return _core.run_update_op(x, conv_state, weight, bias, _core.silu_flag(activation), cache_seqlens,
-                               conv_state_indices)
+    return _core.run_update(x, conv_state, weight, bias, _core.silu_flag(activation), cache_seqlens,
+                            conv_state_indices)
 
 
 def causal_conv1d_update_ref(x, conv_state, weight, bias=None, activation=None, cache_seqlens=None):
