@@ -470,8 +470,11 @@ inline WeightRuns weight_runs(const Params& p, int kc) {
 
 // Weights and bias of channels c0 .. c0 + kC - 1 as floats (w[k][e]: tap k of channel c0 + e; bias
 // 0 without one): one run of vector loads each where `runs` allows (cache hits after the first
-// row of blocks), element by element otherwise.
-template <int kWidth, int kC, typename Params>
+// row of blocks), element by element otherwise. kTogether: when both are runs, the bias's load is
+// issued with the weights' before either is converted (one memory latency, not two in a row: the
+// decode, whose chain they are part of; the prefill loads them once before a long walk, and
+// holding both runs costs it a spill).
+template <int kWidth, int kC, bool kTogether = false, typename Params>
 __device__ __forceinline__ void load_group_weights(const Params& p, WeightRuns runs, int64_t c0, float (&w)[kWidth][kC],
                                                    float (&bias)[kC]) {
   with_dtype(p.w_dtype, [&](auto tag) {
@@ -480,6 +483,21 @@ __device__ __forceinline__ void load_group_weights(const Params& p, WeightRuns r
     const WT* wp = static_cast<const WT*>(p.weight);
     const WT* bp = static_cast<const WT*>(p.bias);
     constexpr int kWBytes = kC * kWidth * int(sizeof(WT)), kBBytes = kC * int(sizeof(WT));
+    if constexpr (kTogether && kWBytes % 4 == 0 && kBBytes % 4 == 0) {
+      if (runs.w_run && (runs.b_run || bp == nullptr)) {
+        uint32_t words[kWBytes / 4], bwords[kBBytes / 4];
+        load_run<kWBytes>(wp + c0 * kWidth, words);
+        if (bp != nullptr) load_run<kBBytes>(bp + c0, bwords);
+        static_for<kC>([&](auto e) {
+          static_for<kWidth>([&](auto k) {
+            constexpr int kJ = decltype(e)::value * kWidth + decltype(k)::value;
+            w[k][e] = word_elem<WT, kJ % kWPer>(words[kJ / kWPer]);
+          });
+          bias[e] = bp == nullptr ? 0.0f : word_elem<WT, decltype(e)::value % kWPer>(bwords[e / kWPer]);
+        });
+        return;
+      }
+    }
     bool done = false;
     if constexpr (kWBytes % 4 == 0) {
       if (runs.w_run) {

@@ -349,10 +349,10 @@ __global__ void CC_LAUNCH_BOUNDS(serving_update_tuning(kTargetFamily)) serving_u
 // 17.9 with kC (kWidth + 1) element loads at B = 256, H200, bf16, dim 8192, width 4). The row's first token is loaded
 // before its cache line is known (x's address does not depend on it), so its load overlaps the index lookup; the window
 // is kHalo vector loads; a one-token row's new state and output come from registers (a row's later tokens are read from
-// x again). One row a block row, as the scalar kernel: looping a thread over rows with the next row's loads in flight,
-// as the plain update does, was slower here (the index lookup puts two dependent loads in each row's chain;
-// benchmarks/NOTES.md, seventh session). Rows, padding and speculative offsets as in the scalar
-// kernel.
+// x again). One row a thread (rows past the grid's y dimension in its z dimension): looping a thread over rows with
+// the next row's loads in flight, as the plain update does, was slower here (the index lookup puts two dependent loads
+// in each row's chain; benchmarks/NOTES.md, seventh session); the weights are loaded after the row's loads, so that
+// they do not add their latency to that chain. Rows, padding and speculative offsets as in the scalar kernel.
 //
 // kStateRun: the cache keeps each channel's state contiguous (VLLM_SSM_CONV_STATE_LAYOUT=DS) with
 // state_len = width - 1, so a thread's kC channels x kHalo positions are one contiguous run of a
@@ -369,57 +369,62 @@ __global__ void CC_LAUNCH_BOUNDS(serving_update_tuning(kTargetFamily))
   using Data = Packed<T, kC>;
   const int64_t c0 = (int64_t(blockIdx.x) * kTune.threads + threadIdx.x) * kC;
   if (c0 >= p.dim) return;
-  float w[kWidth][kC], bias[kC];
-  load_group_weights<kWidth, kC>(p, runs, c0, w, bias);
   const int64_t sl = p.state_l_stride, xs = p.x_l_stride;
   const bool varlen = p.query_start_loc.data != nullptr;
 
-  for (int64_t i = blockIdx.y; i < p.batch; i += gridDim.y) {
-    int64_t offset, new_len;
-    const ServingRow r = serving_update_row(p, i, &offset, &new_len);
-    if (r.len == 0) continue;
-    T* x = static_cast<T*>(p.x) + (varlen ? r.start * xs : i * p.x_batch_stride) + c0;
-    const Data x0 = load_packed<T, kC>(x);
-    if (r.skip) {
-      const Data zero = packed_zeros<T, kC>();
-      for (int64_t t = 0; t < r.len; ++t) store_packed<StoreHint::kOutput>(x + t * xs, zero);
-      continue;
+  // One row a thread: row blockIdx.z * gridDim.y + blockIdx.y (the launcher sizes z for batches
+  // past max_grid_y). Its weights are loaded after its own loads are issued: their conversion waits
+  // for them, so loaded first they held the index lookup and, behind it, the window's loads back (a
+  // chain of four memory latencies: weights, bias, index, window; now the index, then the window
+  // and the weights together).
+  const int64_t i = int64_t(blockIdx.z) * gridDim.y + blockIdx.y;
+  if (i >= p.batch) return;
+  int64_t offset, new_len;
+  const ServingRow r = serving_update_row(p, i, &offset, &new_len);
+  if (r.len == 0) return;
+  T* x = static_cast<T*>(p.x) + (varlen ? r.start * xs : i * p.x_batch_stride) + c0;
+  const Data x0 = load_packed<T, kC>(x);
+  if (r.skip) {
+    const Data zero = packed_zeros<T, kC>();
+    for (int64_t t = 0; t < r.len; ++t) store_packed<StoreHint::kOutput>(x + t * xs, zero);
+    return;
+  }
+  T* states = static_cast<T*>(p.conv_state) + (kStateRun ? c0 * kHalo : c0);
+  const T* in = states + r.in_line * p.state_line_stride;
+  Data win[kHalo];
+  if constexpr (kStateRun) {
+    uint32_t run[kRunWords<T, kC, kHalo>];
+    load_run<kRunBytes>(in, run);
+    run_to_rows<T, kC, kHalo>(run, win);
+  } else {
+    static_for<kHalo>([&](auto k) { win[k] = load_packed<T, kC>(in + (offset + int64_t(k)) * sl); });
+  }
+  float w[kWidth][kC], bias[kC];
+  load_group_weights<kWidth, kC, true>(p, runs, c0, w, bias);
+
+  // New state: the last new_len entries of [window, x], read before x is overwritten.
+  if (!kStateRun && r.out_line >= 0) {
+    T* dst = states + r.out_line * p.state_line_stride;
+    const int64_t drop = kHalo + r.len - new_len;  // entries of [window, x] the state does not keep
+    static_for<kHalo>([&](auto k) {
+      if (int64_t(k) >= drop) store_packed<StoreHint::kPlain>(dst + (int64_t(k) - drop) * sl, win[k]);
+    });
+    for (int64_t t = max(drop - kHalo, int64_t(0)); t < r.len; ++t) {
+      store_packed<StoreHint::kPlain>(dst + (kHalo + t - drop) * sl, t == 0 ? x0 : load_packed<T, kC>(x + t * xs));
     }
-    T* states = static_cast<T*>(p.conv_state) + (kStateRun ? c0 * kHalo : c0);
-    const T* in = states + r.in_line * p.state_line_stride;
-    Data win[kHalo];
-    if constexpr (kStateRun) {
+  }
+
+  Data cur = x0;
+  for (int64_t t = 0; t < r.len; ++t) {
+    if (t > 0) cur = load_packed<T, kC>(x + t * xs);
+    store_packed<StoreHint::kOutput>(x + t * xs, conv_token<T, kWidth, kC, kSilu>(w, bias, win, cur));
+    shift_window(win, cur);
+  }
+  if constexpr (kStateRun) {
+    if (r.out_line >= 0) {
       uint32_t run[kRunWords<T, kC, kHalo>];
-      load_run<kRunBytes>(in, run);
-      run_to_rows<T, kC, kHalo>(run, win);
-    } else {
-      static_for<kHalo>([&](auto k) { win[k] = load_packed<T, kC>(in + (offset + int64_t(k)) * sl); });
-    }
-
-    // New state: the last new_len entries of [window, x], read before x is overwritten.
-    if (!kStateRun && r.out_line >= 0) {
-      T* dst = states + r.out_line * p.state_line_stride;
-      const int64_t drop = kHalo + r.len - new_len;  // entries of [window, x] the state does not keep
-      static_for<kHalo>([&](auto k) {
-        if (int64_t(k) >= drop) store_packed<StoreHint::kPlain>(dst + (int64_t(k) - drop) * sl, win[k]);
-      });
-      for (int64_t t = max(drop - kHalo, int64_t(0)); t < r.len; ++t) {
-        store_packed<StoreHint::kPlain>(dst + (kHalo + t - drop) * sl, t == 0 ? x0 : load_packed<T, kC>(x + t * xs));
-      }
-    }
-
-    Data cur = x0;
-    for (int64_t t = 0; t < r.len; ++t) {
-      if (t > 0) cur = load_packed<T, kC>(x + t * xs);
-      store_packed<StoreHint::kOutput>(x + t * xs, conv_token<T, kWidth, kC, kSilu>(w, bias, win, cur));
-      shift_window(win, cur);
-    }
-    if constexpr (kStateRun) {
-      if (r.out_line >= 0) {
-        uint32_t run[kRunWords<T, kC, kHalo>];
-        rows_to_run<T, kC, kHalo>(win, run);
-        store_run<kRunBytes>(states + r.out_line * p.state_line_stride, run);
-      }
+      rows_to_run<T, kC, kHalo>(win, run);
+      store_run<kRunBytes>(states + r.out_line * p.state_line_stride, run);
     }
   }
 }
@@ -522,7 +527,7 @@ int launch_serving_update(const ServingUpdateParams& p, const DeviceDesc& dev, v
             serving_update_kernel<T, decltype(W)::value, decltype(Silu)::value><<<grid, tune.threads, 0, s>>>(p);
             return launch_status();
           }
-          const dim3 vgrid(ceil_div_u(p.dim / kC, tune.threads), grid.y);
+          const dim3 vgrid(ceil_div_u(p.dim / kC, tune.threads), grid.y, ceil_div_u(p.batch, grid.y));
           return dispatch_bool(path == DecodePath::kStateRun, [&](auto Run) {
             serving_update_vec_kernel<T, decltype(W)::value, kC, decltype(Silu)::value, decltype(Run)::value>
                 <<<vgrid, tune.threads, 0, s>>>(p, weight_runs(p, kC));

@@ -177,6 +177,43 @@ TEST_P(GpuServingUpdate, VarlenSpeculativeMatchesCpu) {
   }
 }
 
+// A plain decode step (one token a row, x (batch, dim)) of more rows than a grid column holds
+// (65535 on every family): the vector kernel's rows continue in the grid's z dimension. Lines
+// reversed through conv_state_indices, every 1000th row padding (pad_slot_id -1).
+TEST(GpuServingUpdateRows, RowsPastTheGridMatchCpu) {
+  if (!cc_test::have_gpu()) GTEST_SKIP() << "no GPU visible";
+  constexpr int64_t kBatch = 65535 + 700, kD = 16, kW = 4;
+  const DType t = DType::kBFloat16;
+  std::vector<int32_t> lines(kBatch);
+  for (int64_t i = 0; i < kBatch; ++i) lines[i] = i % 1000 == 7 ? -1 : int32_t(kBatch - 1 - i);
+  Buffer x = cc_test::random_buffer(t, kBatch * kD, 15);
+  Buffer w = cc_test::random_buffer(t, kD * kW, 16);
+  Buffer bias = cc_test::random_buffer(t, kD, 17);
+  Buffer cache = cc_test::random_buffer(t, kBatch * kD * (kW - 1), 18);
+  Buffer x_cpu = x, x_gpu = x, cache_cpu = cache, cache_gpu = cache;
+  ServingUpdateParams p;
+  p.batch = kBatch, p.dim = kD, p.seqlen = 1, p.num_cache_lines = kBatch, p.state_len = kW - 1;
+  p.width = kW, p.x_dtype = t, p.w_dtype = t, p.silu = true;
+  p.x_batch_stride = kD, p.x_c_stride = 1, p.x_l_stride = kD;
+  p.weight_c_stride = kW, p.weight_w_stride = 1, p.bias_stride = 1;
+  p.state_line_stride = kD * (kW - 1), p.state_c_stride = 1, p.state_l_stride = kD;  // dim contiguous
+  p.csi_seq_stride = 1;
+  ServingUpdateParams pc = p;
+  pc.x = x_cpu.data(), pc.weight = w.data(), pc.bias = bias.data(), pc.conv_state = cache_cpu.data();
+  pc.conv_state_indices = lines.data();
+  ASSERT_EQ(causal_conv1d::cpu::launch_serving_update(pc, causal_conv1d::cpu::serial_for), 0);
+  DeviceBuffer dx = device_copy(x), dw = device_copy(w), db = device_copy(bias), dcache = device_copy(cache), dl(lines);
+  ServingUpdateParams pg = p;
+  pg.x = dx.ptr, pg.weight = dw.ptr, pg.bias = db.ptr, pg.conv_state = dcache.ptr;
+  pg.conv_state_indices = static_cast<const int32_t*>(dl.ptr);
+  CC_GPU_OK(causal_conv1d::gpu::launch_serving_update(pg, cc_test::device0(), nullptr));
+  CC_GPU_OK(causal_conv1d::gpu::device_synchronize());
+  causal_conv1d::gpu::copy_to_host(x_gpu.data(), dx.ptr, x_gpu.bytes.size());
+  causal_conv1d::gpu::copy_to_host(cache_gpu.data(), dcache.ptr, cache_gpu.bytes.size());
+  expect_close(x_gpu, x_cpu, t, "x (outputs)");
+  EXPECT_EQ(cache_gpu.bytes, cache_cpu.bytes) << "the cache holds copies of inputs: bit for bit";
+}
+
 INSTANTIATE_TEST_SUITE_P(Serving, GpuServingUpdate,
                          ::testing::Values(ServingUpdateCase{DType::kFloat32, 4, false},
                                            ServingUpdateCase{DType::kBFloat16, 3, false, false, true},
