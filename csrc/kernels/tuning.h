@@ -371,7 +371,8 @@ __host__ __device__ constexpr ServingFwdTuning serving_fwd_tuning(ArchFamily f) 
 struct ServingUpdateTuning {
   int threads;
   int occupancy;   // CC_LAUNCH_BOUNDS: NVIDIA blocks per SM, AMD waves per SIMD
-  int max_grid_y;  // rows in the grid; threads loop over the rest
+  int max_grid_y;  // rows in the grid's y dimension: the scalar kernel's threads loop over the
+                   // rest, the vector kernel's rows continue in z
 };
 
 __host__ __device__ constexpr ServingUpdateTuning serving_update_tuning(ArchFamily f) {
