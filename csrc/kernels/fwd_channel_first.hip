@@ -89,13 +89,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
   const int32_t room = room64 > INT_MAX ? INT_MAX : int32_t(room64);
   auto whole = [&](int it) { return (it > 0 || qbase >= 0) && it * kStep + kV <= room; };
 
-  float w[kWidth], bias = 0.0f;
-  with_dtype(p.w_dtype, [&](auto tag) {
-    using WT = typename decltype(tag)::type;
-    const WT* wp = static_cast<const WT*>(p.weight) + int64_t(c) * p.weight_c_stride;
-    static_for<kWidth>([&](auto k) { w[k] = to_float(wp[k * p.weight_w_stride]); });
-    if (p.bias != nullptr) bias = to_float(static_cast<const WT*>(p.bias)[int64_t(c) * p.bias_stride]);
-  });
+  float w[kWidth], bias = 0.0f;  // loaded after the strip's first loads are issued (below)
 
   using Data = Packed<T, kV>;
   auto load = [&](int it, Data& v, int32_t (&ids)[kIds]) {
@@ -128,16 +122,6 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
   // l < kD received in the previous iteration (for the first iteration: read from memory).
   uint32_t carry[kHalo];
   int32_t carry_id[kSeqIdx ? kHalo : 1];
-  static_for<kHalo>([&](auto i) {
-    constexpr int kBack = kHalo - decltype(i)::value;
-    constexpr int kD = (kBack + kV - 1) / kV;
-    constexpr int kSrc = kD * kV - kBack;
-    carry[i] = 0;
-    if (lane < kD) {
-      carry[i] = elem_word<T, kSrc % kPerWord>(input(qbase - kBack));
-      if constexpr (kSeqIdx) carry_id[i] = seq_at(qbase - kBack);
-    }
-  });
 
   auto process = [&](int it, const Data& cur, const int32_t (&ids)[kIds]) {
     float hal[kHalo];
@@ -208,6 +192,31 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
   int32_t ring_ids[kRing][kIds];
   static_for<kRing>([&](auto j) {
     if (j < n_it) load(j, ring[j], ring_ids[j]);
+  });
+  // Then the halo of lanes < kD (as loaded: packing it into a word would wait for it here), then
+  // the weights: their conversion waits for them, and loaded first they put one more memory
+  // latency in front of the strip's first data request (as ncu showed for the channel-last kernels).
+  T carry_raw[kHalo];
+  static_for<kHalo>([&](auto i) {
+    constexpr int kBack = kHalo - decltype(i)::value;
+    constexpr int kD = (kBack + kV - 1) / kV;
+    carry_raw[i] = T{};
+    if (lane < kD) {
+      carry_raw[i] = input(qbase - kBack);
+      if constexpr (kSeqIdx) carry_id[i] = seq_at(qbase - kBack);
+    }
+  });
+  with_dtype(p.w_dtype, [&](auto tag) {
+    using WT = typename decltype(tag)::type;
+    const WT* wp = static_cast<const WT*>(p.weight) + int64_t(c) * p.weight_c_stride;
+    static_for<kWidth>([&](auto k) { w[k] = to_float(wp[k * p.weight_w_stride]); });
+    if (p.bias != nullptr) bias = to_float(static_cast<const WT*>(p.bias)[int64_t(c) * p.bias_stride]);
+  });
+  static_for<kHalo>([&](auto i) {
+    constexpr int kBack = kHalo - decltype(i)::value;
+    constexpr int kD = (kBack + kV - 1) / kV;
+    constexpr int kSrc = kD * kV - kBack;
+    carry[i] = elem_word<T, kSrc % kPerWord>(carry_raw[i]);
   });
   for (int it0 = 0; it0 < n_it; it0 += kRing) {
     static_for<kRing>([&](auto j) {
