@@ -159,9 +159,9 @@ __host__ __device__ constexpr BwdCfTuning bwd_cf_tuning(ArchFamily f) {
     case ArchFamily::kNvidia: return {128, 8, 8, 24, 0, 2, false, 128};
     // RDNA: ~10 KB per CU in flight is enough; the kernel is latency-bound (as on NVIDIA, where
     // resident warps mattered more than depth), so as many waves as the registers allow: 16
-    // waves/SIMD (<= 96 VGPRs; the kernels need up to 77 with the strip's indices in scalar
+    // waves/SIMD (<= 96 VGPRs; the kernels need up to 75 with the strip's indices in scalar
     // registers, warp_uniform; 93 before) x 2 SIMDs x 32 lanes x 2 x 16 B = 32 KB. The seq_idx
-    // kernels need up to 119 (143 before): 12 waves (<= 120). Nontemporal dx stores keep x's halo
+    // kernels need up to 115 (143 before): 12 waves (<= 120). Nontemporal dx stores keep x's halo
     // lines (re-read by the next strip) in the Infinity Cache. 32 iterations a strip for the
     // per-strip costs measured on NVIDIA; no L2 prefetch instruction is used on AMD. (Chosen from
     // the compile report, not timed: no AMD GPU.)
