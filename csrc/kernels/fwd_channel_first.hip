@@ -10,8 +10,9 @@
 //
 // Bytes in flight: a ring of `ring` vectors per lane (tuning.h) in statically indexed registers;
 // the load of iteration i + ring is issued before iteration i is computed, so every lane always
-// has `ring` 16-byte loads outstanding. Data stays packed (16-bit pairs in 32-bit words) until
-// it is computed.
+// has `ring` 16-byte loads outstanding; on NVIDIA the `l2_ahead` iterations past those are
+// prefetched to L2, so the ring's loads wait on L2 rather than DRAM without holding more
+// registers. Data stays packed (16-bit pairs in 32-bit words) until it is computed.
 //
 // Halo exchange: output q needs inputs q - (width - 1) .. q. The width - 1 inputs before a lane's
 // vector are the last ones of the previous lane's vector: one rotated shuffle per halo element
@@ -46,6 +47,10 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
     fwd_channel_first_kernel(FwdParams p, CfGrid g) {
   constexpr FwdCfTuning kTune = fwd_cf_tuning(kTargetFamily);
   constexpr int kRing = kSeqIdx ? kTune.ring_seq : kTune.ring;
+  constexpr int kL2Ahead = kSeqIdx ? 0 : kTune.l2_ahead;
+#if defined(__HIP_DEVICE_COMPILE__)  // (a HIP host pass sees NVIDIA's row: no target is known there)
+  static_assert(kL2Ahead == 0, "L2 prefetch is an NVIDIA instruction");
+#endif
   constexpr int kHalo = kWidth - 1;
   constexpr int kStep = kWarpSize * kV;  // elements per warp iteration
   constexpr int kPerWord = 4 / int(sizeof(T));
@@ -186,13 +191,24 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
     }
   };
 
+  // The lines of iteration `it`, when it is whole, asked of L2 (no registers held until its load).
+  auto prefetch = [&](int it) {
+#if CAUSAL_CONV1D_BACKEND_CUDA
+    if (whole(it)) prefetch_l2(x + qbase + it * kStep);
+#endif
+  };
+
   // The ring: ring[j] holds iteration it0 + j; its next load (it0 + j + kRing) is issued before
-  // it is computed. Static indices keep the ring in registers.
+  // it is computed, and kL2Ahead iterations past that are prefetched to L2. Static indices keep
+  // the ring in registers.
   Data ring[kRing];
   int32_t ring_ids[kRing][kIds];
   static_for<kRing>([&](auto j) {
     if (j < n_it) load(j, ring[j], ring_ids[j]);
   });
+  if constexpr (kL2Ahead > 0) {
+    for (int j = kRing; j < kRing + kL2Ahead && j < n_it; ++j) prefetch(j);
+  }
   // Then the halo of lanes < kD (as loaded: packing it into a word would wait for it here), then
   // the weights: their conversion waits for them, and loaded first they put one more memory
   // latency in front of the strip's first data request (as ncu showed for the channel-last kernels).
@@ -226,6 +242,9 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
       int32_t cur_ids[kIds];
       static_for<kIds>([&](auto e) { cur_ids[e] = ring_ids[j][e]; });
       if (it + kRing < n_it) load(it + kRing, ring[j], ring_ids[j]);
+      if constexpr (kL2Ahead > 0) {
+        if (it + kRing + kL2Ahead < n_it) prefetch(it + kRing + kL2Ahead);
+      }
       process(it, cur, cur_ids);
     });
   }

@@ -217,10 +217,11 @@ int launch_fwd_channel_last(const FwdParams& p, const DeviceDesc& dev, Stream st
         const int64_t groups = (span + kC - 1) / kC;
         const int64_t cblocks = (groups + tune.threads - 1) / tune.threads;
         // The longest chunks that still give every CU min_blocks_per_cu blocks (short rows and
-        // small batches otherwise leave most of the device idle); at least 8 rows a chunk.
+        // small batches otherwise leave most of the device idle); at least min_steps rows a chunk.
         int64_t steps = tune.max_steps;
         auto chunks = [&](int64_t st) { return std::max<int64_t>(1, (p.seqlen + st - 1) / st); };
-        while (steps > 8 && p.batch * cblocks * chunks(steps) < int64_t(tune.min_blocks_per_cu) * dev.cu_count)
+        while (steps > tune.min_steps &&
+               p.batch * cblocks * chunks(steps) < int64_t(tune.min_blocks_per_cu) * dev.cu_count)
           steps /= 2;
         const int64_t tchunks = chunks(steps);
         const int64_t blocks = p.batch * tchunks * cblocks;

@@ -52,6 +52,8 @@ struct FwdCfTuning {
   int max_iters;      // iterations (warp-wide 16-byte rows) per strip: more = fewer halo reloads
   int ring;           // vectors loaded ahead per lane (16 bytes, 4 registers each)
   int ring_seq;       // the same with seq_idx (8-byte vectors: the ids beside them take 4 registers)
+  int l2_ahead;       // NVIDIA: iterations past the ring whose lines are prefetched to L2 (no
+                      // registers held); not with seq_idx
   bool nt_store;      // AMD: nontemporal stores for out (written once, never read back)
 };
 
@@ -65,19 +67,25 @@ __host__ __device__ constexpr FwdCfTuning fwd_cf_tuning(ArchFamily f) {
     // Strips of 32 iterations (8192 bf16 elements), not 16: a strip costs more than its one halo
     // reload (ring fill, weights); in one H200 run (2, 8192, 1024) 26.0 -> 24.1 us and seq_idx
     // (8, 4096, 4096) 228 -> 212 us, the large shapes unchanged (64 iterations: the same).
-    case ArchFamily::kNvidia: return {128, 8, 6, 32, 2, 2, false};
+    // Since then 1 vector ahead in registers and 2 more prefetched to L2 (57 registers, no
+    // spills): the ring's loads wait on L2, not DRAM, and nothing more is held. H200, in a CUDA
+    // graph, two runs: (8, 4096, 4096) 138.2 -> 135.3 us, (16, 2048, 2048) 69.7 -> 68.0, (2, 8192,
+    // 1024) 20.6 -> 20.1, (1, 4096, 256) 4.5-4.8 -> 3.8-4.1; eager (4, 5376, 8192) 184.6 -> 180.8.
+    // Not kept (same runs): 2 ahead + prefetch 2 (spills 16 B at width 4), 9 blocks (56
+    // registers) with prefetch 1 or 2 (the long rows 3% slower).
+    case ArchFamily::kNvidia: return {128, 8, 6, 32, 1, 2, 2, false};
     // RDNA needs ~10 KB per CU: 2 loads ahead x 16 B x 32 lanes x >= 12 waves/SIMD x 2 SIMDs =
     // 24 KB. 12 waves/SIMD caps VGPRs at 128 (the floor the compile report checks; the kernels
     // need ~82). Nontemporal stores keep the output stream from evicting x's halo lines from the
     // Infinity Cache / L2.
-    case ArchFamily::kRdna4: return {128, 12, 12, 16, 2, 2, true};
-    case ArchFamily::kRdna3: return {128, 12, 12, 16, 2, 2, true};
+    case ArchFamily::kRdna4: return {128, 12, 12, 16, 2, 2, 0, true};
+    case ArchFamily::kRdna3: return {128, 12, 12, 16, 2, 2, 0, true};
     // gfx942: 6 waves/SIMD (the floor) allow 80 VGPRs, and a ring of 2 spilled in the fp16
     // kernels: 1 ahead (plus the one being computed) x 16 B x 64 lanes x 6 waves x 4 SIMDs =
     // 24-48 KB per CU against the ~30-40 KB needed. 128 threads are 2 waves, each its own strip.
-    case ArchFamily::kCdna: return {128, 6, 6, 16, 1, 1, true};
+    case ArchFamily::kCdna: return {128, 6, 6, 16, 1, 1, 0, true};
   }
-  return {128, 8, 6, 32, 2, 2, false};
+  return {128, 8, 6, 32, 1, 2, 2, false};
 }
 
 // The row a forward kernel is compiled with: the seq_idx kernels take their own occupancy.
@@ -96,6 +104,7 @@ struct FwdClTuning {
   int occupancy_seq;      // the same for the seq_idx kernels
   int max_steps;          // time steps per thread (the width - 1 halo rows are re-read per chunk)
   int min_blocks_per_cu;  // shorter chunks when the grid would leave CUs idle (short rows)
+  int min_steps;          // ... but no shorter than this (each chunk re-reads width - 1 halo rows)
   int ring_bytes;         // bytes of rows in flight per thread (8 bytes a row)
   bool nt_store;
 };
@@ -105,16 +114,21 @@ __host__ __device__ constexpr FwdClTuning fwd_cl_tuning(ArchFamily f) {
     // 8 blocks per SM (64 registers) with 2 rows of 8 B ahead: measured 77.6% vs 75.9% with 6
     // blocks and 3 rows ahead, and 26 vs 38 us at (2, 8192, 1024). The seq_idx kernels keep 6
     // blocks (at 64 registers they spill). 32 steps re-read 3 halo rows per 32 (L2 hits); at
-    // least 4 blocks per SM, or chunks get shorter.
-    case ArchFamily::kNvidia: return {128, 8, 6, 32, 4, 16, false};
-    // ~10 KB per CU: 2 rows of 8 B x 32 lanes x 24+ waves per CU; 12 waves/SIMD.
-    case ArchFamily::kRdna4: return {128, 12, 12, 32, 4, 16, true};
-    case ArchFamily::kRdna3: return {128, 12, 12, 32, 4, 16, true};
+    // least 4 blocks per SM, or chunks get shorter, down to 4 rows: (1, 4096, 256) / (4, 2048,
+    // 128) in a CUDA graph 6.0 / 5.5-6.0 us at 8 rows, 4.9 / 4.85 at 4, 5.9 / 5.8 at 2 (a chunk's
+    // 3 halo rows then outnumber its own); 8 blocks per SM instead of 4: (16, 2048, 256) 14.4 ->
+    // 15.8 (shorter chunks than it needs).
+    case ArchFamily::kNvidia: return {128, 8, 6, 32, 4, 4, 16, false};
+    // ~10 KB per CU: 2 rows of 8 B x 32 lanes x 24+ waves per CU; 12 waves/SIMD. Chunks down to
+    // 4 rows as on NVIDIA (not measured on AMD: a small grid's threads then wait on one or two
+    // rounds of loads instead of four; the halo rows they re-read are cache hits).
+    case ArchFamily::kRdna4: return {128, 12, 12, 32, 4, 4, 16, true};
+    case ArchFamily::kRdna3: return {128, 12, 12, 32, 4, 4, 16, true};
     // 6 waves/SIMD (80 VGPRs): 2 rows of 8 B fit (3 spilled in the fp16 kernels): 16 B x 64 lanes
     // x 6 waves x 4 SIMDs = 24 KB per CU in flight, short of the ~30-40 KB gfx942 needs.
-    case ArchFamily::kCdna: return {128, 6, 6, 32, 4, 16, true};
+    case ArchFamily::kCdna: return {128, 6, 6, 32, 4, 4, 16, true};
   }
-  return {128, 8, 6, 32, 4, 16, false};
+  return {128, 8, 6, 32, 4, 4, 16, false};
 }
 
 // Backward, channel-first (bwd_channel_first.hip): each warp walks a strip of one row backwards,
