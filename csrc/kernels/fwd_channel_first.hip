@@ -280,10 +280,11 @@ int launch_fwd_channel_first(const FwdParams& p, const DeviceDesc& dev, Stream s
         return dispatch_bool(vec, [&](auto V) {
           constexpr int kV = decltype(V)::value ? kVFull : 1;
           // Strips: as few as cover a row with at most max_iters iterations each, balanced.
+          const int64_t max_iters = kSeqIdx ? tune.max_iters_seq : tune.max_iters;
           const int64_t span = p.seqlen + (kV > 1 && !aligned ? kV - 1 : 0);
           const int64_t row_vecs = (span + kV - 1) / kV;
           const int64_t iters_needed = std::max<int64_t>(1, (row_vecs + wave - 1) / wave);
-          const int64_t strips_per_row = (iters_needed + tune.max_iters - 1) / tune.max_iters;
+          const int64_t strips_per_row = (iters_needed + max_iters - 1) / max_iters;
           const int64_t iters = (iters_needed + strips_per_row - 1) / strips_per_row;
           const int64_t total = p.batch * p.dim * strips_per_row;
           if (total > INT_MAX) return int(kErrInvalidParams);

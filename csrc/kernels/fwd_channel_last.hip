@@ -9,8 +9,9 @@
 //
 // Each thread walks its chunk forwards: the width - 1 rows before the chunk (the halo: x, or
 // initial_states before t = 0, or zeros) are loaded first, then row t + ring is loaded while row t
-// is computed (a ring of `ring` rows per thread in registers, tuning.h), and the window of the
-// previous width - 1 rows slides along in registers as floats. No data moves between threads:
+// is computed (a ring of `ring` rows per thread in registers, tuning.h; on NVIDIA the `l2_ahead`
+// rows past it are prefetched to L2, so the ring's loads wait on L2 rather than DRAM), and the
+// window of the previous width - 1 rows slides along in registers as floats. No data moves between threads:
 // neighbouring chunks re-read each other's last width - 1 rows (cache hits). The thread whose
 // chunk ends at seqlen - 1 writes the final states from its window.
 //
@@ -46,9 +47,13 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cl_tuning(kTargetFamily)
   constexpr FwdClTuning kTune = fwd_cl_tuning(kTargetFamily);
   // Rows in flight: the table's bytes per thread in whole rows of this thread's vector, 1 to 4 (the
   // element-wise fallback, kC = 1, would otherwise hold 8 to 16 rows of scalar addresses).
-  constexpr int kRows = kTune.ring_bytes / (kC * int(sizeof(T)));
+  constexpr int kRows = (kSeqIdx ? kTune.ring_bytes_seq : kTune.ring_bytes) / (kC * int(sizeof(T)));
   constexpr int kRing = kRows < 1 ? 1 : kRows > 4 ? 4 : kRows;
   constexpr int kHalo = kWidth - 1;
+  constexpr int kL2Ahead = kSeqIdx ? 0 : kTune.l2_ahead;
+#if defined(__HIP_DEVICE_COMPILE__)  // (a HIP host pass sees NVIDIA's row: no target is known there)
+  static_assert(kL2Ahead == 0, "L2 prefetch is an NVIDIA instruction");
+#endif
 
   // 32-bit block decomposition (the launcher keeps the grid below 2^31 blocks).
   const uint32_t rest = blockIdx.x / g.cblocks;
@@ -125,6 +130,15 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cl_tuning(kTargetFamily)
   // H200, one quick run each: kept the pointers.)
   const T* x_next = xb + (t0 + kRing) * p.x_l_stride + c0;
   T* o_row = ob + t0 * p.out_l_stride + c0;
+  // Rows past the ring asked of L2 (whole vectors only: every such row lies inside [0, L)).
+  auto prefetch = [&](const T* row) {
+#if CAUSAL_CONV1D_BACKEND_CUDA
+    if (whole_c) prefetch_l2(row);
+#endif
+  };
+  if constexpr (kL2Ahead > 0) {
+    for (int j = kRing; j < kRing + kL2Ahead && j < n; ++j) prefetch(x_next + (j - kRing) * p.x_l_stride);
+  }
   for (int s0 = 0; s0 < n; s0 += kRing) {
     static_for<kRing>([&](auto j) {
       const int s = s0 + j;
@@ -136,6 +150,9 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cl_tuning(kTargetFamily)
           ring[j] = load_packed<T, kC>(x_next);
         } else {
           load_row(t0 + s + kRing, ring[j]);
+        }
+        if constexpr (kL2Ahead > 0) {
+          if (s + kRing + kL2Ahead < n) prefetch(x_next + kL2Ahead * p.x_l_stride);
         }
         x_next += p.x_l_stride;
         ring_id[j] = seq_at(t0 + s + kRing);

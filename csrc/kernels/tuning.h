@@ -50,6 +50,7 @@ struct FwdCfTuning {
   int occupancy;      // CC_LAUNCH_BOUNDS: NVIDIA blocks per SM, AMD waves per SIMD
   int occupancy_seq;  // the same for the seq_idx kernels (their ids need more registers)
   int max_iters;      // iterations (warp-wide 16-byte rows) per strip: more = fewer halo reloads
+  int max_iters_seq;  // the same for the seq_idx kernels
   int ring;           // vectors loaded ahead per lane (16 bytes, 4 registers each)
   int ring_seq;       // the same with seq_idx (8-byte vectors: the ids beside them take 4 registers)
   int l2_ahead;       // NVIDIA: iterations past the ring whose lines are prefetched to L2 (no
@@ -72,20 +73,23 @@ __host__ __device__ constexpr FwdCfTuning fwd_cf_tuning(ArchFamily f) {
     // graph, two runs: (8, 4096, 4096) 138.2 -> 135.3 us, (16, 2048, 2048) 69.7 -> 68.0, (2, 8192,
     // 1024) 20.6 -> 20.1, (1, 4096, 256) 4.5-4.8 -> 3.8-4.1; eager (4, 5376, 8192) 184.6 -> 180.8.
     // Not kept (same runs): 2 ahead + prefetch 2 (spills 16 B at width 4), 9 blocks (56
-    // registers) with prefetch 1 or 2 (the long rows 3% slower).
-    case ArchFamily::kNvidia: return {128, 8, 6, 32, 1, 2, 2, false};
+    // registers) with prefetch 1 or 2 (the long rows 3% slower). With the prefetch, strips of 24
+    // iterations: (1, 8192, 16384) / (4, 5376, 8192) 141.9 / 180.7 -> 137.0 / 177.2 us (16: 137.6
+    // / 177.8; 64: 143.7 / 181.3): a row of 64 or 32 iterations in 3 or 2 strips leaves more,
+    // shorter strips for the last wave of blocks. The seq_idx kernels keep 32 (24: 210.9 -> 221.9).
+    case ArchFamily::kNvidia: return {128, 8, 6, 24, 32, 1, 2, 2, false};
     // RDNA needs ~10 KB per CU: 2 loads ahead x 16 B x 32 lanes x >= 12 waves/SIMD x 2 SIMDs =
     // 24 KB. 12 waves/SIMD caps VGPRs at 128 (the floor the compile report checks; the kernels
     // need ~82). Nontemporal stores keep the output stream from evicting x's halo lines from the
     // Infinity Cache / L2.
-    case ArchFamily::kRdna4: return {128, 12, 12, 16, 2, 2, 0, true};
-    case ArchFamily::kRdna3: return {128, 12, 12, 16, 2, 2, 0, true};
+    case ArchFamily::kRdna4: return {128, 12, 12, 16, 16, 2, 2, 0, true};
+    case ArchFamily::kRdna3: return {128, 12, 12, 16, 16, 2, 2, 0, true};
     // gfx942: 6 waves/SIMD (the floor) allow 80 VGPRs, and a ring of 2 spilled in the fp16
     // kernels: 1 ahead (plus the one being computed) x 16 B x 64 lanes x 6 waves x 4 SIMDs =
     // 24-48 KB per CU against the ~30-40 KB needed. 128 threads are 2 waves, each its own strip.
-    case ArchFamily::kCdna: return {128, 6, 6, 16, 1, 1, 0, true};
+    case ArchFamily::kCdna: return {128, 6, 6, 16, 16, 1, 1, 0, true};
   }
-  return {128, 8, 6, 32, 1, 2, 2, false};
+  return {128, 8, 6, 24, 32, 1, 2, 2, false};
 }
 
 // The row a forward kernel is compiled with: the seq_idx kernels take their own occupancy.
@@ -106,6 +110,8 @@ struct FwdClTuning {
   int min_blocks_per_cu;  // shorter chunks when the grid would leave CUs idle (short rows)
   int min_steps;          // ... but no shorter than this (each chunk re-reads width - 1 halo rows)
   int ring_bytes;         // bytes of rows in flight per thread (8 bytes a row)
+  int ring_bytes_seq;     // the same for the seq_idx kernels
+  int l2_ahead;           // NVIDIA: rows past the ring prefetched to L2 (no registers held)
   bool nt_store;
 };
 
@@ -117,18 +123,24 @@ __host__ __device__ constexpr FwdClTuning fwd_cl_tuning(ArchFamily f) {
     // least 4 blocks per SM, or chunks get shorter, down to 4 rows: (1, 4096, 256) / (4, 2048,
     // 128) in a CUDA graph 6.0 / 5.5-6.0 us at 8 rows, 4.9 / 4.85 at 4, 5.9 / 5.8 at 2 (a chunk's
     // 3 halo rows then outnumber its own); 8 blocks per SM instead of 4: (16, 2048, 256) 14.4 ->
-    // 15.8 (shorter chunks than it needs).
-    case ArchFamily::kNvidia: return {128, 8, 6, 32, 4, 4, 16, false};
+    // 15.8 (shorter chunks than it needs). Since then 1 row ahead in registers and 3 more
+    // prefetched to L2 (no registers held; 61 registers at width 4, no spills): (1, 8192, 16384) /
+    // (4, 5376, 8192) / (8, 4096, 4096) 159.6 / 208.6 / 159.9 -> 147.2 / 190.0 / 146.7 us (85.3-86.7%
+    // of copy; 2 ahead: 78.6-79.0%), (16, 2048, 2048) 82.1 -> 76.7, (2, 8192, 1024) 26.1 -> 24.3 in a
+    // CUDA graph; prefetch 2: 1-2% less; 4: 0.3-0.6% more than 3 (146.5 / 188.9 / 145.8; in a graph
+    // 144.8 against 145.4); 2 rows ahead + prefetch 2: spills, 73%. The seq_idx kernels keep 2 rows
+    // ahead (1 row: 2% slower) and no prefetch (with it and 1 row ahead: 195.4 against 195.6 us).
+    case ArchFamily::kNvidia: return {128, 8, 6, 32, 4, 4, 8, 16, 4, false};
     // ~10 KB per CU: 2 rows of 8 B x 32 lanes x 24+ waves per CU; 12 waves/SIMD. Chunks down to
     // 4 rows as on NVIDIA (not measured on AMD: a small grid's threads then wait on one or two
     // rounds of loads instead of four; the halo rows they re-read are cache hits).
-    case ArchFamily::kRdna4: return {128, 12, 12, 32, 4, 4, 16, true};
-    case ArchFamily::kRdna3: return {128, 12, 12, 32, 4, 4, 16, true};
+    case ArchFamily::kRdna4: return {128, 12, 12, 32, 4, 4, 16, 16, 0, true};
+    case ArchFamily::kRdna3: return {128, 12, 12, 32, 4, 4, 16, 16, 0, true};
     // 6 waves/SIMD (80 VGPRs): 2 rows of 8 B fit (3 spilled in the fp16 kernels): 16 B x 64 lanes
     // x 6 waves x 4 SIMDs = 24 KB per CU in flight, short of the ~30-40 KB gfx942 needs.
-    case ArchFamily::kCdna: return {128, 6, 6, 32, 4, 4, 16, true};
+    case ArchFamily::kCdna: return {128, 6, 6, 32, 4, 4, 16, 16, 0, true};
   }
-  return {128, 8, 6, 32, 4, 4, 16, false};
+  return {128, 8, 6, 32, 4, 4, 8, 16, 4, false};
 }
 
 // Backward, channel-first (bwd_channel_first.hip): each warp walks a strip of one row backwards,
