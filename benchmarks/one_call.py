@@ -25,9 +25,10 @@ def main():
     ap.add_argument("--width", type=int, default=4)
     ap.add_argument("--calls", type=int, default=4)
     ap.add_argument("--states", action="store_true",
-                    help="bwd: initial_states and dfinal_states in, dinitial_states out (as bench.py's states rows)")
+                    help="initial_states in; fwd: final_states out; bwd: dfinal_states in, dinitial_states out "
+                         "(as bench.py's states rows)")
     ap.add_argument("--seq-idx", type=int, nargs="?", const=8, metavar="N",
-                    help="bwd: N packed sequences a row (default 8, as bench.py's seq_idx rows)")
+                    help="N packed sequences a row (default 8, as bench.py's seq_idx rows)")
     args = ap.parse_args()
     import causal_conv1d_cuda as cc
 
@@ -44,8 +45,6 @@ def main():
     bias = torch.randn(d, device="cuda", dtype=dt)
     dw = torch.zeros(d, args.width, device="cuda")
     db = torch.zeros(d, device="cuda")
-    if args.op == "fwd" and (args.states or args.seq_idx is not None):
-        ap.error("--states and --seq-idx are for bwd")
     if args.seq_idx is not None and args.seq_idx < 1:
         ap.error("--seq-idx takes a number of sequences >= 1")
     seq = init = dfin = dinit = None
@@ -55,7 +54,7 @@ def main():
         init, dfin, dinit = (torch.randn(b, args.width - 1, d, device="cuda", dtype=dt).transpose(1, 2) for _ in range(3))
     for _ in range(args.calls):
         if args.op == "fwd":
-            cc.causal_conv1d_fwd(x, w, bias, None, None, out, None, True)
+            cc.causal_conv1d_fwd(x, w, bias, seq, init, out, dfin, True)
         else:
             cc.causal_conv1d_bwd(x, w, bias, dout, seq, init, dfin, out, dw, db, dinit, True)
     torch.cuda.synchronize()

@@ -146,6 +146,27 @@ def test_seq_idx_padding_tokens(device, xtype, width, channel_last, seqlen):
     assert_close(out, conv_ref(x, w, b, seq_idx=seq_idx, silu=True)[0], xtype)
 
 
+@pytest.mark.parametrize("channel_last", LAYOUTS, ids=LAYOUT_IDS)
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("xtype", DTYPES, ids=dtype_id)
+def test_seq_idx_long_sequences(device, xtype, width, channel_last):
+    # Long sequences: most of a row's vectors lie inside one sequence (the GPU kernels compute those
+    # without the masks), next to boundaries on a warp iteration's first position (64 or 128 with
+    # 8-byte vectors), one past it, mid-vector, a padding run and a padded tail.
+    seqlen = 4096
+    ids = torch.zeros(2, seqlen, dtype=torch.int32)
+    for cut in (128, 129, 1000, 2112, 2113, 3333):
+        ids[0, cut:] += 1
+    ids[0, 2500:2510] = -1
+    ids[1, 3900:] = -1
+    seq_idx = ids.to(device)
+    x = make_x(2, 40, seqlen, xtype, device, channel_last)
+    w, b = _params(40, width, torch.float32, device)
+    out = causal_conv1d_fn(x, w, b, seq_idx=seq_idx, activation="silu")
+    assert torch.all(out.transpose(1, 2)[seq_idx < 0] == 0), "padding outputs are exactly 0"
+    assert_close(out, conv_ref(x, w, b, seq_idx=seq_idx, silu=True)[0], xtype)
+
+
 def test_seq_idx_single_token_segments(device):
     # Every position its own sequence: the conv degenerates to w[:, -1] * x + bias.
     x = make_x(1, 8, 17, torch.float32, device, True)
