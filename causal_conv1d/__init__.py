@@ -6,8 +6,9 @@
 __version__ = "1.6.1"
 
 from causal_conv1d._diagnostics import check_devices_at_import, show_config  # noqa: E402
+from causal_conv1d._ops import cpu_cache_info, empty_cpu_cache  # noqa: E402
 from causal_conv1d.causal_conv1d_interface import causal_conv1d_fn, causal_conv1d_update  # noqa: E402
 
 check_devices_at_import()
 
-__all__ = ["causal_conv1d_fn", "causal_conv1d_update", "show_config", "__version__"]
+__all__ = ["causal_conv1d_fn", "causal_conv1d_update", "show_config", "cpu_cache_info", "empty_cpu_cache", "__version__"]

@@ -73,9 +73,17 @@ def match_layout(t, channel_last):
     return t
 
 
+_cpu_output_buffer = ops.cpu_output_buffer.default
+
+
 def empty_in_layout(x, channel_last):
     """An uninitialised tensor shaped like x in x's layout. Never a view (allocated with its
-    strides), so the caller may modify it in place, also when autograd returned it."""
+    strides), so the caller may modify it in place, also when autograd returned it. On the CPU its
+    storage comes from the op library's output cache when it is large (csrc/torch/cpu_output_cache.cpp:
+    freed large buffers are kept and reused instead of being faulted in again on every call)."""
+    if x.device.type == "cpu" and x.dim() == 3:
+        batch, dim, seqlen = x.shape
+        return _cpu_output_buffer(x, x.shape, (seqlen * dim, 1, dim) if channel_last else (dim * seqlen, seqlen, 1))
     if channel_last:
         batch, dim, seqlen = x.shape
         return torch.empty_strided((batch, dim, seqlen), (seqlen * dim, 1, dim), dtype=x.dtype, device=x.device)

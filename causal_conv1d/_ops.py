@@ -55,6 +55,26 @@ def _update_functional_fake(x, conv_state, weight, bias, silu_activation, cache_
     return torch.empty_like(x)
 
 
+@torch.library.register_fake("causal_conv1d::cpu_output_buffer")
+def _cpu_output_buffer_fake(like, size, stride):
+    return torch.empty_strided(size, stride, dtype=like.dtype, device=like.device)
+
+
+def cpu_cache_info():
+    """The CPU output cache (large CPU outputs of the ops are kept when freed and reused; see
+    ``empty_cpu_cache``): a dict of ``bytes`` and ``buffers`` kept now, ``hits`` and ``misses``
+    (large allocations served from the cache / fresh since the process started) and ``limit_bytes``
+    (``CAUSAL_CONV1D_CPU_CACHE_MB``, default 256 MB; 0: the cache is off)."""
+    kept, buffers, hits, misses, limit = ops.cpu_cache_info()
+    return {"bytes": kept, "buffers": buffers, "hits": hits, "misses": misses, "limit_bytes": limit}
+
+
+def empty_cpu_cache():
+    """Returns the CPU buffers the output cache keeps to the system (as ``torch.cuda.empty_cache``
+    does for the GPU's caching allocator). Tensors in use are not affected."""
+    ops.cpu_cache_clear()
+
+
 @torch.library.register_fake("causal_conv1d::varlen_states")
 def _varlen_states_fake(x, cu_seqlens, state_len):
     batch = cu_seqlens.shape[0] - 1
