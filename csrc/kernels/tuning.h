@@ -357,6 +357,7 @@ struct ServingFwdTuning {
   int chunk;       // tokens per block: a chunk re-reads width - 1 tokens of halo (at most 3 / 64 = 5%)
   int max_grid_y;  // work rows in the grid (the y limit); blocks loop over the rest
   int ring;        // vector kernel: token rows loaded ahead of the one computed (kServingVecBytes each)
+  int l2_ahead;    // NVIDIA, vector kernel: token rows past the ring prefetched to L2 (no registers held)
   bool nt_store;   // AMD: nontemporal stores for out (written once, never read back)
 };
 
@@ -377,17 +378,20 @@ __host__ __device__ constexpr ServingFwdTuning serving_fwd_tuning(ArchFamily f) 
     // 8 blocks of 128 threads per SM (registers capped at 64), the geometry of the channel-last
     // forward, which the vector kernel follows (2 rows of 8 B ahead there: 77.6% of copy). The
     // scalar kernel (x without dim contiguous) needs ~30 registers with its token loop unrolled by
-    // 2 (by 4 it spills scalar registers on gfx1201). Not measured yet.
-    case ArchFamily::kNvidia: return {128, 8, 64, 65535, 2, false};
+    // 2 (by 4 it spills scalar registers on gfx1201). The vector kernel keeps 1 row ahead and
+    // prefetches 4 more to L2, as the channel-last forward measured best: H200, bf16 width 4,
+    // serving_bench's prefill (64 sequences, 62386 tokens, dim 8192) in a CUDA graph 580.0 -> 533.0
+    // us, two runs (the fixed-length channel-last forward on the same tokens: 527.7).
+    case ArchFamily::kNvidia: return {128, 8, 64, 65535, 1, 4, false};
     // RDNA: 12 waves/SIMD (the compile report's floor; <= 128 VGPRs) x 2 SIMDs x 32 lanes x 2 rows
     // x 8 B = 12 KB per CU in flight against the ~10 KB gfx1201 needs (not measured: no AMD GPU).
-    case ArchFamily::kRdna4: return {128, 12, 64, 65535, 2, true};
-    case ArchFamily::kRdna3: return {128, 12, 64, 65535, 2, true};
+    case ArchFamily::kRdna4: return {128, 12, 64, 65535, 2, 0, true};
+    case ArchFamily::kRdna3: return {128, 12, 64, 65535, 2, 0, true};
     // wave64: 2 waves per block; 6 waves/SIMD is the compile report's floor (24 KB per CU in
     // flight, as the channel-last forward).
-    case ArchFamily::kCdna: return {128, 6, 64, 65535, 2, true};
+    case ArchFamily::kCdna: return {128, 6, 64, 65535, 2, 0, true};
   }
-  return {128, 8, 64, 65535, 2, false};
+  return {128, 8, 64, 65535, 1, 4, false};
 }
 
 // The serving decode update (serving.hip): a thread owns one channel of one row, or kServingVecBytes
