@@ -3,9 +3,9 @@
 // has freed) with fresh pages and unmaps it on free, and it trims the heap's top once more than
 // twice that threshold is free there. A training step's two large outputs (the forward's out, the
 // backward's dx) are freed together at its end, so every step faults their pages in again: on
-// the 2-core VM of benchmarks/NOTES.md, 8180 page faults a step at (2, 1024, 4096) bf16, 15 ms of
-// a 16 ms autograd step whose kernels take 5 ms; a 32 MB fp32 forward output costs 11 ms against
-// the kernel's 2 ms.
+// the 2-core VM of benchmarks/NOTES.md, 8180 page faults a step at (2, 1024, 4096) bf16, about
+// 10 ms of a 15-16 ms autograd step whose kernels take 5 ms; a fresh 32 MB fp32 forward output
+// made the call 11 ms against the kernel's 2 ms.
 //
 // Here a buffer of at least kMinBytes is kept when its tensor dies, up to a limit in bytes over
 // all kept buffers (CAUSAL_CONV1D_CPU_CACHE_MB, default 256; 0 turns the cache off), the
@@ -28,8 +28,8 @@
 namespace causal_conv1d::torch_ops {
 namespace {
 
-// Smaller blocks come from glibc's heap, which reuses them without page faults; the Python layer
-// (causal_conv1d/_core.py, kCpuCacheMinBytes) asks for cached buffers only from this size on.
+// Smaller requests go to PyTorch's CPU allocator: glibc's heap reuses such blocks without page
+// faults.
 constexpr size_t kMinBytes = size_t(1) << 20;
 constexpr int64_t kDefaultLimitMb = 256;
 
