@@ -104,10 +104,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
     bwd_channel_first_kernel(BwdParams p, BwdCfGrid g) {
   constexpr BwdCfTuning kTune = bwd_cf_tuning(kTargetFamily);
   constexpr int kRing = kTune.ring;
-  constexpr int kL2Ahead = kTune.l2_ahead;
-#if defined(__HIP_DEVICE_COMPILE__)  // (a HIP host pass sees NVIDIA's row: no target is known there)
-  static_assert(kL2Ahead == 0, "L2 prefetch is an NVIDIA instruction");
-#endif
+  constexpr int kL2Ahead = checked_l2_ahead<kTune.l2_ahead>();
   constexpr int kHalo = kWidth - 1;
   constexpr int kStep = kWarpSize * kV;  // elements per warp iteration
   // seq_idx masks: kV bytes in words (byte e of a vector: word e / 4, bits 8 (e % 4) ..); the dy
@@ -174,11 +171,9 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   // The lines of iteration `it` asked of L2 (the x halo of lane 0 is in the iteration before's
   // last line, which that iteration's prefetch covers).
   auto prefetch = [&](int it) {
-#if CAUSAL_CONV1D_BACKEND_CUDA
     const int64_t q0 = qbase + int64_t(it) * kStep;
     prefetch_l2(x + q0);
     prefetch_l2(dout + q0);
-#endif
   };
   // (The seq_idx kernels take both after their setup, as before: here they made those kernels
   // 2-3% slower at (8, 4096, 4096) with 8 sequences a row.)

@@ -47,10 +47,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
     fwd_channel_first_kernel(FwdParams p, CfGrid g) {
   constexpr FwdCfTuning kTune = fwd_cf_tuning(kTargetFamily);
   constexpr int kRing = kSeqIdx ? kTune.ring_seq : kTune.ring;
-  constexpr int kL2Ahead = kSeqIdx ? 0 : kTune.l2_ahead;
-#if defined(__HIP_DEVICE_COMPILE__)  // (a HIP host pass sees NVIDIA's row: no target is known there)
-  static_assert(kL2Ahead == 0, "L2 prefetch is an NVIDIA instruction");
-#endif
+  constexpr int kL2Ahead = checked_l2_ahead<kSeqIdx ? 0 : kTune.l2_ahead>();
   constexpr int kHalo = kWidth - 1;
   constexpr int kStep = kWarpSize * kV;  // elements per warp iteration
   constexpr int kPerWord = 4 / int(sizeof(T));
@@ -216,9 +213,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
 
   // The lines of iteration `it`, when it is whole, asked of L2 (no registers held until its load).
   auto prefetch = [&](int it) {
-#if CAUSAL_CONV1D_BACKEND_CUDA
     if (whole(it)) prefetch_l2(x + qbase + it * kStep);
-#endif
   };
 
   // The ring: ring[j] holds iteration it0 + j; its next load (it0 + j + kRing) is issued before

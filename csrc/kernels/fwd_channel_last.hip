@@ -50,10 +50,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cl_tuning(kTargetFamily)
   constexpr int kRows = (kSeqIdx ? kTune.ring_bytes_seq : kTune.ring_bytes) / (kC * int(sizeof(T)));
   constexpr int kRing = kRows < 1 ? 1 : kRows > 4 ? 4 : kRows;
   constexpr int kHalo = kWidth - 1;
-  constexpr int kL2Ahead = kSeqIdx ? 0 : kTune.l2_ahead;
-#if defined(__HIP_DEVICE_COMPILE__)  // (a HIP host pass sees NVIDIA's row: no target is known there)
-  static_assert(kL2Ahead == 0, "L2 prefetch is an NVIDIA instruction");
-#endif
+  constexpr int kL2Ahead = checked_l2_ahead<kSeqIdx ? 0 : kTune.l2_ahead>();
 
   // 32-bit block decomposition (the launcher keeps the grid below 2^31 blocks).
   const uint32_t rest = blockIdx.x / g.cblocks;
@@ -132,9 +129,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cl_tuning(kTargetFamily)
   T* o_row = ob + t0 * p.out_l_stride + c0;
   // Rows past the ring asked of L2 (whole vectors only: every such row lies inside [0, L)).
   auto prefetch = [&](const T* row) {
-#if CAUSAL_CONV1D_BACKEND_CUDA
     if (whole_c) prefetch_l2(row);
-#endif
   };
   if constexpr (kL2Ahead > 0) {
     for (int j = kRing; j < kRing + kL2Ahead && j < n; ++j) prefetch(x_next + (j - kRing) * p.x_l_stride);

@@ -111,6 +111,17 @@ __host__ __device__ constexpr int run_access(int bytes) { return bytes % 16 == 0
 // AMD. kOutputNt: the same, and nontemporal on AMD (a tuning-table choice, tuning.h).
 enum class StoreHint { kPlain, kOutput, kOutputNt };
 
+// A tuning row's l2_ahead (iterations or rows whose lines a kernel prefetches to L2), checked: the
+// prefetch is an NVIDIA instruction (prefetch_l2), so an AMD row must ask for none. (A HIP host
+// pass sees NVIDIA's row: no target is known there.)
+template <int kAhead>
+__host__ __device__ constexpr int checked_l2_ahead() {
+#if defined(__HIP_DEVICE_COMPILE__)
+  static_assert(kAhead == 0, "L2 prefetch is an NVIDIA instruction");
+#endif
+  return kAhead;
+}
+
 // The hint for a kernel's outputs from its tuning row's nt_store.
 __host__ __device__ constexpr StoreHint output_hint(bool nt_store) {
   return nt_store ? StoreHint::kOutputNt : StoreHint::kOutput;

@@ -184,10 +184,7 @@ __global__ void CC_LAUNCH_BOUNDS(serving_fwd_tuning(kTargetFamily))
   constexpr ServingFwdTuning kTune = serving_fwd_tuning(kTargetFamily);
   constexpr int kHalo = kWidth - 1;
   constexpr int kRing = kTune.ring;
-  constexpr int kL2Ahead = kTune.l2_ahead;
-#if defined(__HIP_DEVICE_COMPILE__)  // (a HIP host pass sees NVIDIA's row: no target is known there)
-  static_assert(kL2Ahead == 0, "L2 prefetch is an NVIDIA instruction");
-#endif
+  constexpr int kL2Ahead = checked_l2_ahead<kTune.l2_ahead>();
   static_assert(kTune.chunk >= kHalo, "a sequence's first chunk must hold every token that reads its initial window");
   using Data = Packed<T, kC>;
   const int64_t c0 = (int64_t(blockIdx.x) * kTune.threads + threadIdx.x) * kC;
@@ -232,13 +229,8 @@ __global__ void CC_LAUNCH_BOUNDS(serving_fwd_tuning(kTargetFamily))
     });
     const T* x_next = x + (t0 + kRing) * xs;
     // Rows past the ring (inside the chunk) asked of L2: no registers held until they are loaded.
-    auto prefetch = [&](const T* row) {
-#if CAUSAL_CONV1D_BACKEND_CUDA
-      prefetch_l2(row);
-#endif
-    };
     if constexpr (kL2Ahead > 0) {
-      for (int j = kRing; j < kRing + kL2Ahead && j < n; ++j) prefetch(x + (t0 + j) * xs);
+      for (int j = kRing; j < kRing + kL2Ahead && j < n; ++j) prefetch_l2(x + (t0 + j) * xs);
     }
     // Not unrolled further: unrolled, nvcc spilled 12 bytes in the bf16 width-4 kernel at 64
     // registers (sm_90).
@@ -251,7 +243,7 @@ __global__ void CC_LAUNCH_BOUNDS(serving_fwd_tuning(kTargetFamily))
         if (s + kRing < n) {
           ring[j] = load_packed<T, kC>(x_next);
           if constexpr (kL2Ahead > 0) {
-            if (s + kRing + kL2Ahead < n) prefetch(x_next + kL2Ahead * xs);
+            if (s + kRing + kL2Ahead < n) prefetch_l2(x_next + kL2Ahead * xs);
           }
           x_next += xs;
         }

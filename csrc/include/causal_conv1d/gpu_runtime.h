@@ -138,10 +138,16 @@ __device__ __forceinline__ float fast_exp_neg(float v) {
 #endif
 }
 
+// Asks L2 for the line holding p; no register is written, so nothing waits for it. NVIDIA only:
+// elsewhere it does nothing, and checked_l2_ahead (kernel_utils.h) keeps the AMD tuning rows from
+// asking for it.
+__device__ __forceinline__ void prefetch_l2([[maybe_unused]] const void* p) {
 #if CAUSAL_CONV1D_BACKEND_CUDA
-// Asks L2 for the line holding p; no register is written, so nothing waits for it. NVIDIA only
-// (the tuning rows that use it are NVIDIA's).
-__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#endif
+}
+
+#if CAUSAL_CONV1D_BACKEND_CUDA
 
 // Asynchronous 4-byte copies from global to shared memory (cp.async, sm_80 on; the tuning rows
 // that use them are NVIDIA's): the data travels without holding registers. Both addresses are
