@@ -6,7 +6,7 @@
 // partials with float atomics; deterministic mode stores them in a workspace of slots x dim x
 // (W + 1) floats that bwd_reduce_kernel sums in a fixed order. The slot count comes from the
 // layout's grid function, the one the launcher uses: the workspace always fits the kernel. The
-// seq_idx kernels of both layouts keep their masks (bwd_common.h) in the same workspace, after the
+// seq_idx kernels of both layouts keep their masks (seq_masks.h) in the same workspace, after the
 // partials.
 #include <algorithm>
 
@@ -46,30 +46,6 @@ __global__ void __launch_bounds__(bwd_reduce_tuning(kTargetFamily).columns* bwd_
   }
 }
 
-// masks[b * mask_row + q] for q < mask_row (0 past L): one thread writes 4 positions (one word).
-__global__ void __launch_bounds__(bwd_seq_mask_tuning(kTargetFamily).threads)
-    bwd_seq_mask_kernel(const int32_t* seq, int64_t seq_batch_stride, int64_t seq_l_stride, int64_t L, int64_t mask_row,
-                        uint32_t* masks, int64_t words) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= words) return;
-  const int64_t b = i / (mask_row / 4), q0 = (i - b * (mask_row / 4)) * 4;
-  const int32_t* row = seq + b * seq_batch_stride;
-  auto id_at = [&](int64_t q) { return row[q * seq_l_stride]; };
-  uint32_t w = 0;
-  for (int e = 0; e < 4; ++e) {
-    const int64_t q = q0 + e;
-    if (q >= L) break;
-    const int32_t id = id_at(q);
-    uint32_t m = id < 0 ? kSeqPadBit : 0u;
-    for (int j = 0; j < kMaxWidth - 1; ++j) {
-      if (q - 1 - j >= 0 && id_at(q - 1 - j) == id) m |= 1u << j;
-      if (q + 1 + j < L && id_at(q + 1 + j) == id) m |= 1u << (kSeqReachShift + j);
-    }
-    w |= m << (8 * e);
-  }
-  masks[i] = w;
-}
-
 int64_t bwd_slots(const BwdParams& p, const DeviceDesc& dev) {
   return p.f.channel_last ? bwd_cl_grid(p, dev).slots : bwd_cf_grid(p, dev).slots;
 }
@@ -80,17 +56,6 @@ int64_t bwd_workspace(const BwdParams& p, const DeviceDesc& dev) {
 }
 
 }  // namespace
-
-int launch_seq_masks(const BwdParams& p, const BwdWorkspace& ws, const DeviceDesc& dev, Stream stream) {
-  const FwdParams& f = p.f;
-  if (f.seq_idx == nullptr) return kSuccess;
-  const int threads = bwd_seq_mask_tuning(dev.family).threads;
-  const int64_t words = f.batch * ws.mask_row / 4;
-  bwd_seq_mask_kernel<<<static_cast<unsigned>((words + threads - 1) / threads), threads, 0, stream>>>(
-      f.seq_idx, f.seq_idx_batch_stride, f.seq_idx_l_stride, f.seqlen, ws.mask_row,
-      reinterpret_cast<uint32_t*>(p.workspace + ws.mask_offset), words);
-  return launch_status();
-}
 
 int bwd_workspace_elems(const BwdParams& p, const DeviceDesc& dev, int64_t* elems) {
   *elems = 0;

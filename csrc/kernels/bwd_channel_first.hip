@@ -33,7 +33,7 @@
 // us against 11.0, 7x the instructions. benchmarks/NOTES.md, sixteenth session.)
 //
 // seq_idx: a kernel before the walk (launch_seq_masks) turns each batch row's ids into one
-// byte a position (bwd_common.h says what it holds) in the workspace, read beside the data
+// byte a position (seq_masks.h says what it holds) in the workspace, read beside the data
 // vectors. The ids themselves (4 bytes a position, plus those of the x halo) held next to 16-byte
 // vectors made the kernel spill; a byte a position needs no halo of its own (it already says which
 // positions before it share its sequence) and a quarter of the registers. An iteration that lies
@@ -660,7 +660,7 @@ int launch_bwd_channel_first(const BwdParams& p, const DeviceDesc& dev, Stream s
   const BwdCfTuning tune = bwd_cf_tuning(dev.family);
   const BwdCfGrid g = bwd_cf_grid(p, dev);
   if (int64_t(f.batch) * f.dim * g.strips_per_row > INT_MAX || f.dim > UINT32_MAX) return kErrInvalidParams;
-  if (const int status = launch_seq_masks(p, g.ws, dev, stream); status != kSuccess) return status;
+  if (const int status = launch_bwd_seq_masks(p, g.ws, dev, stream); status != kSuccess) return status;
   const int status = dispatch_dtype(f.x_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return dispatch_bool(f.seq_idx != nullptr, [&](auto Q) {

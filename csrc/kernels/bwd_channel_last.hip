@@ -588,7 +588,7 @@ int launch_bwd_channel_last(const BwdParams& p, const DeviceDesc& dev, Stream st
   const BwdClTuning tune = bwd_cl_tuning(dev.family);
   const BwdClGrid g = bwd_cl_grid(p, dev);
   if (g.blocks > INT_MAX) return kErrInvalidParams;
-  if (const int status = launch_seq_masks(p, g.ws, dev, stream); status != kSuccess) return status;
+  if (const int status = launch_bwd_seq_masks(p, g.ws, dev, stream); status != kSuccess) return status;
   return dispatch_dtype(f.x_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return dispatch_width(f.width, [&](auto W) {

@@ -14,6 +14,7 @@
 
 #include "causal_conv1d/gpu.h"
 #include "kernel_utils.h"
+#include "seq_masks.h"
 #include "tuning.h"
 
 namespace causal_conv1d::gpu {
@@ -48,22 +49,6 @@ __device__ __forceinline__ void emit_partial(const BwdParams& p, int64_t slot, i
   }
 }
 
-// seq_idx in the backward kernels: one byte a position (bwd_seq_mask_kernel in bwd.hip writes them
-// into the workspace before the kernel runs). Bit j (j < kMaxWidth - 1) of mask(q) is set when
-// position q - 1 - j is in the row and has q's id; bit kSeqReachShift + i when q + 1 + i is in the
-// row and has q's id; bit 7 when q is a padding token (id < 0: its output is constant, its dy 0).
-// So x[q - 1 - j] is a tap of y[q] iff bit j of mask(q), and dy[q] reaches dx[q - 1 - j] iff the
-// same bit; dy[q + 1 + i] reaches dx[q] iff bit kSeqReachShift + i of mask(q) (the same fact,
-// held by the dx position: the channel-last kernel tests row t's byte only). No ids (4 bytes each,
-// and a halo of them) are held in registers.
-constexpr int kSeqReachShift = kMaxWidth - 1;
-constexpr uint32_t kSeqPadBit = 0x80u;
-static_assert(kSeqReachShift + kMaxWidth - 1 < 7, "the same-sequence bits must stay below the padding bit");
-// Mask bytes per batch row: seqlen with room for the channel-first fast range's last pair of
-// mask vectors (up to 8 bytes past seqlen when the data rows are misaligned), in whole 16-byte
-// lines (0 past seqlen).
-inline int64_t seq_mask_row(int64_t seqlen) { return (seqlen + 8 + 15) / 16 * 16; }
-
 // What the workspace holds where: the dweight/dbias partials (deterministic mode: slots x dim x
 // (width + 1) floats), then the seq_idx masks, 16-byte aligned. Both layouts' grid functions take
 // it from bwd_workspace_layout with their slot count, so the workspace size, the launcher and the
@@ -86,8 +71,10 @@ inline BwdWorkspace bwd_workspace_layout(const BwdParams& p, int64_t slots) {
 __device__ __forceinline__ const uint8_t* seq_masks_of(const BwdParams& p, const BwdWorkspace& ws, uint32_t b) {
   return reinterpret_cast<const uint8_t*>(p.workspace + ws.mask_offset) + int64_t(b) * ws.mask_row;
 }
-// Writes the masks of every batch row of p.f.seq_idx (bwd_seq_mask_kernel); nothing without seq_idx.
-int launch_seq_masks(const BwdParams& p, const BwdWorkspace& ws, const DeviceDesc& dev, Stream stream);
+// Writes the masks of every batch row of p.f.seq_idx into the workspace; nothing without seq_idx.
+inline int launch_bwd_seq_masks(const BwdParams& p, const BwdWorkspace& ws, const DeviceDesc& dev, Stream stream) {
+  return launch_seq_masks(p.f, reinterpret_cast<uint8_t*>(p.workspace + ws.mask_offset), ws.mask_row, dev, stream);
+}
 
 // Launch geometry of the channel-first backward (bwd_cf_grid): the launcher and the workspace size
 // both take it from that one function.

@@ -20,13 +20,20 @@
 // previous iteration (the last lane's vector then was the one just before its own) and keeps the
 // current value for the next iteration. Only lane 0 of a strip's first iteration reads its halo
 // from memory: x (a cache hit, the previous strip loads it), initial_states before t = 0, or 0.
-// seq_idx ids travel the same way. The lane holding position seqlen - 1 writes the final states.
+// The lane holding position seqlen - 1 writes the final states.
+//
+// seq_idx: a byte of masks a position (seq_masks.h, written by the launcher's mask kernel once per
+// batch row) beside each vector, one aligned load a vector: each byte already says which of its
+// position's taps share its sequence, so no ids and no halo of them are held. An iteration whose
+// positions all lie inside one sequence (most of them) is computed as without seq_idx, after one
+// warp vote.
 #include <algorithm>
 #include <climits>
 
 #include "causal_conv1d/dispatch.h"
 #include "causal_conv1d/gpu.h"
 #include "kernel_utils.h"
+#include "seq_masks.h"
 #include "tuning.h"
 
 namespace causal_conv1d::gpu {
@@ -39,7 +46,8 @@ struct CfGrid {
   uint32_t strips_per_row;  // strips of one row
   uint32_t total_strips;    // batch * dim * strips_per_row (< 2^31)
   int32_t iters;            // warp iterations per strip (a row's last strip may need fewer)
-  bool seq_vec;             // seq_idx rows can be read as 16-byte vectors along the data's vectors
+  const uint8_t* masks;     // seq_idx: batch row b's mask bytes at masks + b * mask_row
+  int64_t mask_row;
 };
 
 template <typename T, int kWidth, int kV, bool kSilu, bool kSeqIdx>
@@ -47,11 +55,16 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
     fwd_channel_first_kernel(FwdParams p, CfGrid g) {
   constexpr FwdCfTuning kTune = fwd_cf_tuning(kTargetFamily);
   constexpr int kRing = kSeqIdx ? kTune.ring_seq : kTune.ring;
-  constexpr int kL2Ahead = checked_l2_ahead<kSeqIdx ? 0 : kTune.l2_ahead>();
+  constexpr int kL2Ahead = checked_l2_ahead<kSeqIdx ? kTune.l2_ahead_seq : kTune.l2_ahead>();
   constexpr int kHalo = kWidth - 1;
   constexpr int kStep = kWarpSize * kV;  // elements per warp iteration
   constexpr int kPerWord = 4 / int(sizeof(T));
-  constexpr int kIds = kSeqIdx ? kV : 1;
+  // seq_idx masks: kV bytes in words (byte e of a vector: word e / 4, bits 8 (e % 4) ..). A whole
+  // vector of an aligned row loads its own in the ring, one aligned access; any other vector reads
+  // them byte by byte when it is computed (in the ring, the byte loads' addresses made the gfx942
+  // kernels spill; a misaligned row's vectors straddle two mask vectors, and the second load held
+  // 2 more registers a ring slot).
+  constexpr int kMWords = kSeqIdx ? (kV + 3) / 4 : 1;
   static_assert(kTune.threads % kWarpSize == 0, "a block must consist of whole warps");
 
   const int lane = threadIdx.x % kWarpSize;
@@ -63,13 +76,13 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
   const int64_t L = p.seqlen;
   const T* x = static_cast<const T*>(p.x) + int64_t(b) * p.x_batch_stride + int64_t(c) * p.x_c_stride;
   T* out = static_cast<T*>(p.out) + int64_t(b) * p.out_batch_stride + int64_t(c) * p.out_c_stride;
-  const int32_t* seq = kSeqIdx ? p.seq_idx + int64_t(b) * p.seq_idx_batch_stride : nullptr;
+  const uint8_t* masks = kSeqIdx ? g.masks + int64_t(b) * g.mask_row : nullptr;
 
   const T* init = p.initial_states == nullptr ? nullptr
                                               : static_cast<const T*>(p.initial_states) +
                                                     int64_t(b) * p.init_batch_stride + int64_t(c) * p.init_c_stride;
   auto input = [&](int64_t q) { return row_input<T, kHalo>(x, L, init, p.init_l_stride, q); };
-  auto seq_at = [&](int64_t q) -> int32_t { return q >= 0 && q < L ? seq[q * p.seq_idx_l_stride] : -1; };
+  auto mask_at = [&](int64_t q) -> uint32_t { return q >= 0 && q < L ? masks[q] : 0u; };
   T* fin = p.final_states == nullptr
                ? nullptr
                : static_cast<T*>(p.final_states) + int64_t(b) * p.final_batch_stride + int64_t(c) * p.final_c_stride;
@@ -94,7 +107,8 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
   float w[kWidth], bias = 0.0f;  // loaded after the strip's first loads are issued (below)
 
   using Data = Packed<T, kV>;
-  auto load = [&](int it, Data& v, int32_t (&ids)[kIds]) {
+  using Masks = uint32_t[kMWords];
+  auto load = [&](int it, Data& v, Masks& mk) {
     const int64_t q0 = qbase + it * kStep;
     const bool full = whole(it);
     if (full) {
@@ -102,32 +116,30 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
     } else {
       v = load_edge<T, kV, kHalo>(x, L, init, p.init_l_stride, q0);
     }
-    if constexpr (kSeqIdx) {
-      bool done = false;
-      if constexpr (kV == 4 || kV == 2) {
-        if (full && g.seq_vec) {  // the ids of a whole vector: one 16- or 8-byte access
-          if constexpr (kV == 4) {
-            const int4 s4 = *reinterpret_cast<const int4*>(seq + q0);
-            ids[0] = s4.x, ids[1] = s4.y, ids[2] = s4.z, ids[3] = s4.w;
-          } else {
-            const int2 s2 = *reinterpret_cast<const int2*>(seq + q0);
-            ids[0] = s2.x, ids[1] = s2.y;
-          }
-          done = true;
-        }
-      }
-      if (!done) static_for<kV>([&](auto e) { ids[e] = seq_at(q0 + e); });
+    if constexpr (kSeqIdx && kV >= 4) {
+      if (full && m == 0) load_run<kV>(masks + q0, mk);  // a batch row's masks start aligned
     }
   };
 
   // Halo element i sits kD lanes back at element kSrc of that lane's vector; carry[i] is what lane
   // l < kD received in the previous iteration (for the first iteration: read from memory).
   uint32_t carry[kHalo];
-  int32_t carry_id[kSeqIdx ? kHalo : 1];
 
-  auto process = [&](int it, const Data& cur, const int32_t (&ids)[kIds]) {
+  auto process = [&](int it, const Data& cur, const Masks& ring_masks) {
+    // The masks of the own positions: from the ring (load) or, for the other vectors, read now.
+    Masks mk;
+    if constexpr (kSeqIdx) {
+      if (kV >= 4 && whole(it) && m == 0) {
+        static_for<kMWords>([&](auto j) { mk[j] = ring_masks[j]; });
+      } else {
+        const int64_t q0 = qbase + it * kStep;
+        uint64_t v = 0;
+#pragma unroll 1
+        for (int e = 0; e < kV; ++e) v |= uint64_t(mask_at(q0 + e)) << (8 * e);
+        static_for<kMWords>([&](auto j) { mk[j] = uint32_t(v >> (32 * j)); });
+      }
+    }
     float hal[kHalo];
-    int32_t hid[kSeqIdx ? kHalo : 1];
     static_for<kHalo>([&](auto i) {
       constexpr int kBack = kHalo - decltype(i)::value;
       constexpr int kD = (kBack + kV - 1) / kV;
@@ -136,11 +148,6 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
       const uint32_t got = shfl(cur.w[kSrc / kPerWord], src_lane, kWarpSize);
       hal[i] = word_elem<T, kSrc % kPerWord>(lane < kD ? carry[i] : got);
       carry[i] = got;
-      if constexpr (kSeqIdx) {
-        const int32_t got_id = shfl(ids[kSrc], src_lane, kWarpSize);
-        hid[i] = lane < kD ? carry_id[i] : got_id;
-        carry_id[i] = got_id;
-      }
     });
     // Outputs, packed as they are computed (inputs converted where used): fewer live registers
     // than float arrays of inputs and outputs, which matters for the AMD occupancy floors. Masked:
@@ -159,20 +166,14 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
           } else {
             xv = hal[kR + kHalo];
           }
-          if constexpr (kMasked) {
-            int32_t s;
-            if constexpr (kR >= 0) {
-              s = ids[kR];
-            } else {
-              s = hid[kR + kHalo];
-            }
-            if (s != ids[kE]) xv = 0.0f;
+          if constexpr (kMasked && kR < kE) {  // a tap kE - kR positions back: bit kE - kR - 1
+            if (!((mk[kE / 4] >> (8 * (kE % 4) + kE - kR - 1)) & 1u)) xv = 0.0f;
           }
           acc = fmaf(w[k], xv, acc);
         });
         float o = kSilu ? silu_to<T>(acc) : acc;
         if constexpr (kMasked) {
-          if (ids[kE] < 0) o = 0.0f;  // padding token
+          if ((mk[kE / 4] >> (8 * (kE % 4))) & kSeqPadBit) o = 0.0f;  // padding token
         }
         res.template set<kE>(o);
       });
@@ -182,12 +183,18 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
     if constexpr (kSeqIdx) {
       // When every lane's vector and halo lie in one sequence (no padding token), the masks change
       // nothing: the warp computes without them (the common case; a sequence boundary or padding
-      // makes its warp's iteration take the masks). H200, (8, 4096, 4096) in a CUDA graph, 1 / 8 /
-      // 64 sequences a row: 209.0 / 209.0 / 209.5 -> 196.4 / 200.0 / 218.4 us (136 without seq_idx;
-      // at 64 positions a sequence every iteration of 128 crosses a boundary and pays the vote).
-      bool clean = ids[0] >= 0;
-      static_for<kIds>([&](auto e) { clean &= ids[e] == ids[0]; });
-      static_for<kHalo>([&](auto i) { clean &= hid[i] == ids[0]; });
+      // makes its warp's iteration take the masks). (The id kernels before the mask bytes gained
+      // 209 -> 196-200 us from it at (8, 4096, 4096) with 1 or 8 sequences a row on the H200.) A
+      // clean byte: every tap bit of the width set, not padding (the bytes of positions outside the
+      // row are 0: not clean).
+      constexpr uint32_t kTest = kSeqPadBit | ((1u << kHalo) - 1), kWant = (1u << kHalo) - 1;
+      bool clean = true;
+      static_for<kMWords>([&](auto j) {
+        constexpr int kN = kV - 4 * decltype(j)::value < 4 ? kV - 4 * decltype(j)::value : 4;
+        constexpr uint32_t kBytes = kN == 4 ? 0x01010101u : kN == 2 ? 0x0101u : 1u;
+        static_assert(kN == 4 || kN == 2 || kN == 1, "vectors of 1, 2 or a multiple of 4 elements");
+        clean &= (mk[j] & kTest * kBytes) == kWant * kBytes;
+      });
       if (warp_all(clean)) {
         res = compute(BoolC<false>{});
       } else {
@@ -220,9 +227,9 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
   // it is computed, and kL2Ahead iterations past that are prefetched to L2. Static indices keep
   // the ring in registers.
   Data ring[kRing];
-  int32_t ring_ids[kRing][kIds];
+  Masks ring_mk[kRing];
   static_for<kRing>([&](auto j) {
-    if (j < n_it) load(j, ring[j], ring_ids[j]);
+    if (j < n_it) load(j, ring[j], ring_mk[j]);
   });
   if constexpr (kL2Ahead > 0) {
     for (int j = kRing; j < kRing + kL2Ahead && j < n_it; ++j) prefetch(j);
@@ -235,10 +242,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
     constexpr int kBack = kHalo - decltype(i)::value;
     constexpr int kD = (kBack + kV - 1) / kV;
     carry_raw[i] = T{};
-    if (lane < kD) {
-      carry_raw[i] = input(qbase - kBack);
-      if constexpr (kSeqIdx) carry_id[i] = seq_at(qbase - kBack);
-    }
+    if (lane < kD) carry_raw[i] = input(qbase - kBack);
   });
   with_dtype(p.w_dtype, [&](auto tag) {
     using WT = typename decltype(tag)::type;
@@ -257,13 +261,13 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
       const int it = it0 + j;
       if (it >= n_it) return;  // warp-uniform
       const Data cur = ring[j];
-      int32_t cur_ids[kIds];
-      static_for<kIds>([&](auto e) { cur_ids[e] = ring_ids[j][e]; });
-      if (it + kRing < n_it) load(it + kRing, ring[j], ring_ids[j]);
+      Masks cur_mk;
+      static_for<kMWords>([&](auto w) { cur_mk[w] = ring_mk[j][w]; });
+      if (it + kRing < n_it) load(it + kRing, ring[j], ring_mk[j]);
       if constexpr (kL2Ahead > 0) {
         if (it + kRing + kL2Ahead < n_it) prefetch(it + kRing + kL2Ahead);
       }
-      process(it, cur, cur_ids);
+      process(it, cur, cur_mk);
     });
   }
   // Final states: copies of positions L - kHalo .. L - 1, written by the strip holding L - 1 (they
@@ -275,16 +279,15 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
 
 }  // namespace
 
-int launch_fwd_channel_first(const FwdParams& p, const DeviceDesc& dev, Stream stream) {
+int launch_fwd_channel_first(const FwdParams& p, const uint8_t* masks, int64_t mask_row, const DeviceDesc& dev,
+                             Stream stream) {
   const FwdCfTuning tune = fwd_cf_tuning(dev.family);
   const int wave = dev.wave_size;
   return dispatch_dtype(p.x_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return dispatch_bool(p.seq_idx != nullptr, [&](auto Q) {
       constexpr bool kSeqIdx = decltype(Q)::value;
-      // 16-byte vectors; 8-byte ones with seq_idx, whose ids (4 bytes each) would otherwise take
-      // twice the data's registers and break the occupancy floors on AMD.
-      constexpr int kVFull = kSeqIdx ? kVec16<T> / 2 : kVec16<T>;
+      constexpr int kVFull = kVec16<T>;  // 16-byte vectors
       constexpr int kVBytes = kVFull * int(sizeof(T));
       // Vectors when x and out rows share their alignment (then one peel fits both); otherwise
       // single elements.
@@ -311,10 +314,8 @@ int launch_fwd_channel_first(const FwdParams& p, const DeviceDesc& dev, Stream s
           g.strips_per_row = static_cast<uint32_t>(strips_per_row);
           g.total_strips = static_cast<uint32_t>(total);
           g.iters = static_cast<int32_t>(iters);
-          // seq_idx in vectors (kV ids, 4 bytes each): unit stride, every row's ids aligned like
-          // its data.
-          g.seq_vec = kSeqIdx && kV > 1 && aligned && p.seq_idx_l_stride == 1 &&
-                      reinterpret_cast<uintptr_t>(p.seq_idx) % (4 * kV) == 0 && multiple_of(p.seq_idx_batch_stride, kV);
+          g.masks = masks;
+          g.mask_row = mask_row;
           const int warps_per_block = tune.threads / wave;
           const auto blocks = static_cast<unsigned>((total + warps_per_block - 1) / warps_per_block);
           return dispatch_bool(p.silu, [&](auto S) {

@@ -15,6 +15,10 @@
 // neighbouring chunks re-read each other's last width - 1 rows (cache hits). The thread whose
 // chunk ends at seqlen - 1 writes the final states from its window.
 //
+// seq_idx: the block first asks whether its chunk (and the halo rows before it) lies inside one
+// sequence with no padding token, one id a thread and a block-wide vote; such a chunk (most of
+// them) is computed as without seq_idx, and only the others hold and compare ids row by row.
+//
 // The vector path needs x and out to share their alignment and the batch / time strides to be
 // multiples of kC (one peel of m channels then fits every row); otherwise kC = 1.
 #include <algorithm>
@@ -50,7 +54,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cl_tuning(kTargetFamily)
   constexpr int kRows = (kSeqIdx ? kTune.ring_bytes_seq : kTune.ring_bytes) / (kC * int(sizeof(T)));
   constexpr int kRing = kRows < 1 ? 1 : kRows > 4 ? 4 : kRows;
   constexpr int kHalo = kWidth - 1;
-  constexpr int kL2Ahead = checked_l2_ahead<kSeqIdx ? 0 : kTune.l2_ahead>();
+  constexpr int kL2Ahead = checked_l2_ahead<kSeqIdx ? kTune.l2_ahead_seq : kTune.l2_ahead>();
 
   // 32-bit block decomposition (the launcher keeps the grid below 2^31 blocks).
   const uint32_t rest = blockIdx.x / g.cblocks;
@@ -60,7 +64,11 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cl_tuning(kTargetFamily)
   const T* xb = static_cast<const T*>(p.x) + int64_t(b) * p.x_batch_stride;
   T* ob = static_cast<T*>(p.out) + int64_t(b) * p.out_batch_stride;
   const int64_t c0 = (int64_t(cb) * kTune.threads + threadIdx.x) * kC - misalignment<T, kC>(xb);
-  if (c0 >= D) return;  // no barriers or shuffles below: threads may leave alone
+  // No barriers or shuffles below but the seq_idx kernels' vote: threads past the channels may leave
+  // alone (with seq_idx after the vote; until then their loads take the edge path: zeros).
+  if constexpr (!kSeqIdx) {
+    if (c0 >= D) return;
+  }
   const bool whole_c = c0 >= 0 && c0 + kC <= D;
   const int64_t t0 = int64_t(tc) * g.steps;
   const int64_t left = L - t0;
@@ -88,18 +96,10 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cl_tuning(kTargetFamily)
 
   // The halo rows and the first kRing rows: all of these loads are in flight together.
   Data halo_raw[kHalo];
-  int32_t win_id[kHalo];
-  static_for<kHalo>([&](auto i) {
-    load_row(t0 - kHalo + i, halo_raw[i]);
-    win_id[i] = seq_at(t0 - kHalo + i);
-  });
+  static_for<kHalo>([&](auto i) { load_row(t0 - kHalo + i, halo_raw[i]); });
   Data ring[kRing];
-  int32_t ring_id[kRing];
   static_for<kRing>([&](auto j) {
-    if (j < n) {
-      load_row(t0 + j, ring[j]);
-      ring_id[j] = seq_at(t0 + j);
-    }
+    if (j < n) load_row(t0 + j, ring[j]);
   });
   // The weights and bias once those rows are requested: their conversion waits for them, and
   // loaded first they put one more memory latency in front of the thread's first data request
@@ -134,66 +134,95 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cl_tuning(kTargetFamily)
   if constexpr (kL2Ahead > 0) {
     for (int j = kRing; j < kRing + kL2Ahead && j < n; ++j) prefetch(x_next + (j - kRing) * p.x_l_stride);
   }
-  for (int s0 = 0; s0 < n; s0 += kRing) {
-    static_for<kRing>([&](auto j) {
-      const int s = s0 + j;
-      if (s >= n) return;
-      const Data cur = ring[j];
-      const int32_t id = ring_id[j];
-      if (s + kRing < n) {
-        if (whole_c) {
-          ring[j] = load_packed<T, kC>(x_next);
-        } else {
-          load_row(t0 + s + kRing, ring[j]);
-        }
-        if constexpr (kL2Ahead > 0) {
-          if (s + kRing + kL2Ahead < n) prefetch(x_next + kL2Ahead * p.x_l_stride);
-        }
-        x_next += p.x_l_stride;
-        ring_id[j] = seq_at(t0 + s + kRing);
-      }
-      // Outputs, packed as they are computed (fewer live registers than a float array).
-      PackedBuilder<T, kC> res;
-      static_for<kC>([&](auto e) {
-        constexpr int kE = decltype(e)::value;
-        float acc = fmaf(w[kHalo][kE], packed_elem<T, kE>(cur), bias[kE]);
-        static_for<kHalo>([&](auto k) {
-          const float xk = packed_elem<T, kE>(win[k]);
-          if constexpr (kSeqIdx) {
-            acc += win_id[k] == id ? w[k][kE] * xk : 0.0f;
+  // seq_idx: the chunk is clean when rows max(t0 - kHalo, 0) .. t0 + n - 1 share one id >= 0 (rows
+  // before 0 are zeros: seq_idx comes without initial states). Else the ids of the window and the
+  // ring ride along (win_id, ring_id) and every tap is compared.
+  bool masked = false;
+  int32_t win_id[kHalo] = {}, ring_id[kRing] = {};
+  if constexpr (kSeqIdx) {
+    const int64_t lo = t0 >= kHalo ? t0 - kHalo : 0;
+    const int32_t first = seq_at(lo);
+    bool same = first >= 0;
+    for (int64_t t = lo + threadIdx.x; t < t0 + n; t += kTune.threads) same &= seq_at(t) == first;
+    masked = !block_all(same);
+    if (c0 >= D) return;
+    if (masked) {
+      static_for<kHalo>([&](auto i) { win_id[i] = seq_at(t0 - kHalo + i); });
+      static_for<kRing>([&](auto j) {
+        if (j < n) ring_id[j] = seq_at(t0 + j);
+      });
+    }
+  }
+
+  // The walk; kMasked: the ids compared (a seq_idx chunk that is not clean).
+  auto walk = [&](auto masked_c) {
+    constexpr bool kMasked = decltype(masked_c)::value;
+    for (int s0 = 0; s0 < n; s0 += kRing) {
+      static_for<kRing>([&](auto j) {
+        const int s = s0 + j;
+        if (s >= n) return;
+        const Data cur = ring[j];
+        const int32_t id = ring_id[j];
+        if (s + kRing < n) {
+          if (whole_c) {
+            ring[j] = load_packed<T, kC>(x_next);
           } else {
-            acc = fmaf(w[k][kE], xk, acc);
+            load_row(t0 + s + kRing, ring[j]);
+          }
+          if constexpr (kL2Ahead > 0) {
+            if (s + kRing + kL2Ahead < n) prefetch(x_next + kL2Ahead * p.x_l_stride);
+          }
+          x_next += p.x_l_stride;
+          if constexpr (kMasked) ring_id[j] = seq_at(t0 + s + kRing);
+        }
+        // Outputs, packed as they are computed (fewer live registers than a float array).
+        PackedBuilder<T, kC> res;
+        static_for<kC>([&](auto e) {
+          constexpr int kE = decltype(e)::value;
+          float acc = fmaf(w[kHalo][kE], packed_elem<T, kE>(cur), bias[kE]);
+          static_for<kHalo>([&](auto k) {
+            const float xk = packed_elem<T, kE>(win[k]);
+            if constexpr (kMasked) {
+              acc += win_id[k] == id ? w[k][kE] * xk : 0.0f;
+            } else {
+              acc = fmaf(w[k][kE], xk, acc);
+            }
+          });
+          float o = kSilu ? silu_to<T>(acc) : acc;
+          if constexpr (kMasked) {
+            if (id < 0) o = 0.0f;  // padding token
+          }
+          res.template set<kE>(o);
+        });
+        T* dst = o_row;
+        o_row += p.out_l_stride;
+        if constexpr (kC > 1) {
+          if (whole_c) {
+            store_packed<output_hint(kTune.nt_store)>(dst, res.out);
+          } else {
+            static_for<kC>([&](auto e) {
+              if (c0 + e >= 0 && c0 + e < D) dst[e] = packed_raw<T, decltype(e)::value>(res.out);
+            });
+          }
+        } else {
+          dst[0] = packed_raw<T, 0>(res.out);
+        }
+        static_for<kHalo>([&](auto k) {
+          if constexpr (decltype(k)::value + 1 < kHalo) {
+            win[k] = win[k + 1];
+            if constexpr (kMasked) win_id[k] = win_id[k + 1];
+          } else {
+            win[k] = cur;
+            if constexpr (kMasked) win_id[k] = id;
           }
         });
-        float o = kSilu ? silu_to<T>(acc) : acc;
-        if constexpr (kSeqIdx) {
-          if (id < 0) o = 0.0f;  // padding token
-        }
-        res.template set<kE>(o);
       });
-      T* dst = o_row;
-      o_row += p.out_l_stride;
-      if constexpr (kC > 1) {
-        if (whole_c) {
-          store_packed<output_hint(kTune.nt_store)>(dst, res.out);
-        } else {
-          static_for<kC>([&](auto e) {
-            if (c0 + e >= 0 && c0 + e < D) dst[e] = packed_raw<T, decltype(e)::value>(res.out);
-          });
-        }
-      } else {
-        dst[0] = packed_raw<T, 0>(res.out);
-      }
-      static_for<kHalo>([&](auto k) {
-        if constexpr (decltype(k)::value + 1 < kHalo) {
-          win[k] = win[k + 1];
-          win_id[k] = win_id[k + 1];
-        } else {
-          win[k] = cur;
-          win_id[k] = id;
-        }
-      });
-    });
+    }
+  };
+  if (kSeqIdx && masked) {
+    walk(BoolC<true>{});
+  } else {
+    walk(BoolC<false>{});
   }
 
   // Final states: the window after row L - 1 (or, for L == 0, the initial rows).

@@ -52,9 +52,10 @@ struct FwdCfTuning {
   int max_iters;      // iterations (warp-wide 16-byte rows) per strip: more = fewer halo reloads
   int max_iters_seq;  // the same for the seq_idx kernels
   int ring;           // vectors loaded ahead per lane (16 bytes, 4 registers each)
-  int ring_seq;       // the same with seq_idx (8-byte vectors: the ids beside them take 4 registers)
+  int ring_seq;       // the same with seq_idx (a mask byte a position beside the data)
   int l2_ahead;       // NVIDIA: iterations past the ring whose lines are prefetched to L2 (no
-                      // registers held); not with seq_idx
+                      // registers held)
+  int l2_ahead_seq;   // the same with seq_idx
   bool nt_store;      // AMD: nontemporal stores for out (written once, never read back)
 };
 
@@ -63,8 +64,7 @@ __host__ __device__ constexpr FwdCfTuning fwd_cf_tuning(ArchFamily f) {
     // 8 blocks of 128 threads per SM (registers capped at 64) with 2 vectors ahead: measured on
     // the H200 at 88.5% of copy for bf16 (8, 4096, 4096), against 80% with 6 blocks and 4 ahead
     // (80 registers), and 24 vs 37 us at (2, 8192, 1024): resident warps matter more than depth.
-    // 2 x 16 B x 1024 threads = 32 KB per SM in flight, the ~30 KB sm90 needs. The seq_idx
-    // kernels (8-byte vectors, ids beside them) keep 6 blocks: at 64 registers they spill.
+    // 2 x 16 B x 1024 threads = 32 KB per SM in flight, the ~30 KB sm90 needs.
     // Strips of 32 iterations (8192 bf16 elements), not 16: a strip costs more than its one halo
     // reload (ring fill, weights); in one H200 run (2, 8192, 1024) 26.0 -> 24.1 us and seq_idx
     // (8, 4096, 4096) 228 -> 212 us, the large shapes unchanged (64 iterations: the same).
@@ -76,20 +76,28 @@ __host__ __device__ constexpr FwdCfTuning fwd_cf_tuning(ArchFamily f) {
     // registers) with prefetch 1 or 2 (the long rows 3% slower). With the prefetch, strips of 24
     // iterations: (1, 8192, 16384) / (4, 5376, 8192) 141.9 / 180.7 -> 137.0 / 177.2 us (16: 137.6
     // / 177.8; 64: 143.7 / 181.3): a row of 64 or 32 iterations in 3 or 2 strips leaves more,
-    // shorter strips for the last wave of blocks. The seq_idx kernels keep 32 (24: 210.9 -> 221.9).
-    case ArchFamily::kNvidia: return {128, 8, 6, 24, 32, 1, 2, 2, false};
+    // shorter strips for the last wave of blocks. The seq_idx kernels (16-byte vectors, a mask
+    // byte a position beside them; 64 registers, no spills) take the same row: (8, 4096, 4096) in
+    // a CUDA graph with 1 / 8 / 64 sequences a row 139.8 / 140.1 / 154.2 us (135.6 without
+    // seq_idx; strips of 32: the same; without the prefetch 152.7 / 153.6 / 157.0). With 8-byte
+    // vectors and the ids themselves they had been issue-bound at 6 blocks: 199.0 / 202.2 / 219.9.
+    case ArchFamily::kNvidia: return {128, 8, 8, 24, 24, 1, 1, 2, 2, false};
     // RDNA needs ~10 KB per CU: 2 loads ahead x 16 B x 32 lanes x >= 12 waves/SIMD x 2 SIMDs =
     // 24 KB. 12 waves/SIMD caps VGPRs at 128 (the floor the compile report checks; the kernels
-    // need ~82). Nontemporal stores keep the output stream from evicting x's halo lines from the
-    // Infinity Cache / L2.
-    case ArchFamily::kRdna4: return {128, 12, 12, 16, 16, 2, 2, 0, true};
-    case ArchFamily::kRdna3: return {128, 12, 12, 16, 16, 2, 2, 0, true};
+    // need ~82; the seq_idx kernels, with a mask byte a position beside the data, up to 83).
+    // Nontemporal stores keep the output stream from evicting x's halo lines from the Infinity
+    // Cache / L2.
+    case ArchFamily::kRdna4: return {128, 12, 12, 16, 16, 2, 2, 0, 0, true};
+    case ArchFamily::kRdna3: return {128, 12, 12, 16, 16, 2, 2, 0, 0, true};
     // gfx942: 6 waves/SIMD (the floor) allow 80 VGPRs, and a ring of 2 spilled in the fp16
     // kernels: 1 ahead (plus the one being computed) x 16 B x 64 lanes x 6 waves x 4 SIMDs =
     // 24-48 KB per CU against the ~30-40 KB needed. 128 threads are 2 waves, each its own strip.
-    case ArchFamily::kCdna: return {128, 6, 6, 16, 16, 1, 1, 0, true};
+    // The seq_idx kernels fit the same 80 (no spills) because their edge and misaligned vectors
+    // read their mask bytes in a loop when computed: unrolled in the ring, the byte loads'
+    // addresses spilled 3-13 VGPRs.
+    case ArchFamily::kCdna: return {128, 6, 6, 16, 16, 1, 1, 0, 0, true};
   }
-  return {128, 8, 6, 24, 32, 1, 2, 2, false};
+  return {128, 8, 8, 24, 24, 1, 1, 2, 2, false};
 }
 
 // The row a forward kernel is compiled with: the seq_idx kernels take their own occupancy.
@@ -112,6 +120,7 @@ struct FwdClTuning {
   int ring_bytes;         // bytes of rows in flight per thread (8 bytes a row)
   int ring_bytes_seq;     // the same for the seq_idx kernels
   int l2_ahead;           // NVIDIA: rows past the ring prefetched to L2 (no registers held)
+  int l2_ahead_seq;       // the same for the seq_idx kernels
   bool nt_store;
 };
 
@@ -128,19 +137,25 @@ __host__ __device__ constexpr FwdClTuning fwd_cl_tuning(ArchFamily f) {
     // (4, 5376, 8192) / (8, 4096, 4096) 159.6 / 208.6 / 159.9 -> 147.2 / 190.0 / 146.7 us (85.3-86.7%
     // of copy; 2 ahead: 78.6-79.0%), (16, 2048, 2048) 82.1 -> 76.7, (2, 8192, 1024) 26.1 -> 24.3 in a
     // CUDA graph; prefetch 2: 1-2% less; 4: 0.3-0.6% more than 3 (146.5 / 188.9 / 145.8; in a graph
-    // 144.8 against 145.4); 2 rows ahead + prefetch 2: spills, 73%. The seq_idx kernels keep 2 rows
-    // ahead (1 row: 2% slower) and no prefetch (with it and 1 row ahead: 195.4 against 195.6 us).
-    case ArchFamily::kNvidia: return {128, 8, 6, 32, 4, 4, 8, 16, 4, false};
+    // 144.8 against 145.4); 2 rows ahead + prefetch 2: spills, 73%. The seq_idx kernels take the
+    // same row (64 registers, no spills): their blocks compute a chunk inside one sequence without
+    // the ids, so the plain kernel's latency hiding applies. (8, 4096, 4096) in a CUDA graph with 1
+    // / 8 / 64 sequences a row 147.0 / 147.6 / 163.9 us (144.9 without seq_idx; without the
+    // prefetch 181.6 / 181.9 / 186.9). Comparing ids on every row, at 6 blocks with 2 rows ahead
+    // and no prefetch, they had taken 195.3 / 195.2 / 195.3.
+    case ArchFamily::kNvidia: return {128, 8, 8, 32, 4, 4, 8, 8, 4, 4, false};
     // ~10 KB per CU: 2 rows of 8 B x 32 lanes x 24+ waves per CU; 12 waves/SIMD. Chunks down to
     // 4 rows as on NVIDIA (not measured on AMD: a small grid's threads then wait on one or two
     // rounds of loads instead of four; the halo rows they re-read are cache hits).
-    case ArchFamily::kRdna4: return {128, 12, 12, 32, 4, 4, 16, 16, 0, true};
-    case ArchFamily::kRdna3: return {128, 12, 12, 32, 4, 4, 16, 16, 0, true};
+    case ArchFamily::kRdna4: return {128, 12, 12, 32, 4, 4, 16, 16, 0, 0, true};
+    case ArchFamily::kRdna3: return {128, 12, 12, 32, 4, 4, 16, 16, 0, 0, true};
     // 6 waves/SIMD (80 VGPRs): 2 rows of 8 B fit (3 spilled in the fp16 kernels): 16 B x 64 lanes
-    // x 6 waves x 4 SIMDs = 24 KB per CU in flight, short of the ~30-40 KB gfx942 needs.
-    case ArchFamily::kCdna: return {128, 6, 6, 32, 4, 4, 16, 16, 0, true};
+    // x 6 waves x 4 SIMDs = 24 KB per CU in flight, short of the ~30-40 KB gfx942 needs. The
+    // seq_idx kernels 1 row (a chunk's walk with ids and one without: at 2 rows they spilled 2-20
+    // VGPRs; at 1, up to 72 VGPRs).
+    case ArchFamily::kCdna: return {128, 6, 6, 32, 4, 4, 16, 8, 0, 0, true};
   }
-  return {128, 8, 6, 32, 4, 4, 8, 16, 4, false};
+  return {128, 8, 8, 32, 4, 4, 8, 8, 4, 4, false};
 }
 
 // Backward, channel-first (bwd_channel_first.hip): each warp walks a strip of one row backwards,
@@ -290,16 +305,16 @@ struct BwdReduceTuning {
 
 __host__ __device__ constexpr BwdReduceTuning bwd_reduce_tuning(ArchFamily) { return {32, 8}; }
 
-// Channel-first backward with seq_idx: the kernel that turns each batch row's ids into a byte a
-// position (bwd_channel_first.hip) before the main kernel. A thread writes one 4-byte word of
+// seq_idx masks (seq_masks.hip): the kernel that turns each batch row's ids into a byte a
+// position before the channel-first forward and both backwards. A thread writes one 4-byte word of
 // masks; its ids (7 a word, re-read by neighbours) are batch x seqlen x 4 bytes, 1/(2 dim) or less
-// of the backward's bytes, and mostly L2 hits: fixed geometry, 256 threads (8 wave32 / 4 wave64
+// of the main kernel's bytes, and mostly L2 hits: fixed geometry, 256 threads (8 wave32 / 4 wave64
 // waves) so that a batch row of 4096 positions is 4 blocks.
-struct BwdSeqMaskTuning {
+struct SeqMaskTuning {
   int threads;
 };
 
-__host__ __device__ constexpr BwdSeqMaskTuning bwd_seq_mask_tuning(ArchFamily) { return {256}; }
+__host__ __device__ constexpr SeqMaskTuning seq_mask_tuning(ArchFamily) { return {256}; }
 
 // Decode update (update.hip, the single-token kernel): one batch row per block row, `threads`
 // threads each owning 4 bytes of channels (2 of 16-bit, 1 of fp32).

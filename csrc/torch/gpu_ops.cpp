@@ -71,8 +71,12 @@ void fwd_gpu(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bia
   const c10::DeviceGuard guard(x.device());
   const DeviceDesc& dev = checked_device(kFwdOp.error, x.device());
   const FwdParams p = make_fwd_params(x, weight, bias, seq_idx, initial_states, out, final_states_out, silu_activation);
+  int64_t bytes = 0;
+  check_launch(kFwdOp.error, "fwd_workspace_bytes", gpu::fwd_workspace_bytes(p, dev, &bytes));
+  at::Tensor workspace;  // the channel-first kernel's seq_idx masks (fwd_workspace_bytes)
+  if (bytes > 0) workspace = at::empty({bytes}, x.options().dtype(at::kByte));
   check_launch(kFwdOp.error, p.channel_last ? "fwd_channel_last_kernel" : "fwd_channel_first_kernel",
-               gpu::launch_fwd(p, dev, current_stream(x.device())));
+               gpu::launch_fwd(p, bytes > 0 ? workspace.data_ptr() : nullptr, dev, current_stream(x.device())));
 }
 
 void bwd_gpu(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias, const at::Tensor& dout,

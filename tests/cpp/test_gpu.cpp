@@ -71,7 +71,11 @@ TEST_P(GpuFwd, MatchesCpu) {
   if (p.bias) p.bias = bias.ptr;
   if (p.initial_states) p.initial_states = init.ptr, p.final_states = fin.ptr();
   if (p.seq_idx) p.seq_idx = static_cast<const int32_t*>(seq.ptr);
-  CC_GPU_OK(causal_conv1d::gpu::launch_fwd(p, cc_test::device0(), nullptr));
+  int64_t bytes = -1;
+  CC_GPU_OK(causal_conv1d::gpu::fwd_workspace_bytes(p, cc_test::device0(), &bytes));
+  EXPECT_EQ(bytes > 0, p.seq_idx != nullptr && !p.channel_last) << "workspace only for the channel-first seq_idx masks";
+  DeviceBuffer workspace(static_cast<size_t>(bytes));
+  CC_GPU_OK(causal_conv1d::gpu::launch_fwd(p, workspace.ptr, cc_test::device0(), nullptr));
   CC_GPU_OK(causal_conv1d::gpu::device_synchronize());
   out.to_host(gpu.out);
   fin.to_host(gpu.final_states);
@@ -300,7 +304,10 @@ TEST(GpuEntryChecks, UnknownDTypeOrWidthIsRejectedBeforeAnyWork) {
       SCOPED_TRACE(std::string(weight ? "weight" : "x") + " dtype " + std::to_string(static_cast<int>(t)));
       causal_conv1d::FwdParams f = fwd_params();
       (weight ? f.w_dtype : f.x_dtype) = t;
-      EXPECT_EQ(gpu::launch_fwd(f, dev, nullptr), kErrUnsupportedDType);
+      int64_t bytes = -1;
+      EXPECT_EQ(gpu::fwd_workspace_bytes(f, dev, &bytes), kErrUnsupportedDType);
+      EXPECT_EQ(bytes, 0);
+      EXPECT_EQ(gpu::launch_fwd(f, nullptr, dev, nullptr), kErrUnsupportedDType);
       causal_conv1d::BwdParams b;
       b.f = f;
       int64_t elems = -1;
@@ -329,7 +336,9 @@ TEST(GpuEntryChecks, UnknownDTypeOrWidthIsRejectedBeforeAnyWork) {
     SCOPED_TRACE("width " + std::to_string(width));
     causal_conv1d::FwdParams f = fwd_params();
     f.width = width;
-    EXPECT_EQ(gpu::launch_fwd(f, dev, nullptr), kErrUnsupportedWidth);
+    int64_t bytes = -1;
+    EXPECT_EQ(gpu::fwd_workspace_bytes(f, dev, &bytes), kErrUnsupportedWidth);
+    EXPECT_EQ(gpu::launch_fwd(f, nullptr, dev, nullptr), kErrUnsupportedWidth);
     causal_conv1d::BwdParams b;
     b.f = f;
     int64_t elems = -1;
@@ -339,6 +348,29 @@ TEST(GpuEntryChecks, UnknownDTypeOrWidthIsRejectedBeforeAnyWork) {
     u.batch = 2, u.dim = 8, u.seqlen = 1, u.state_len = 3, u.num_cache_lines = 2, u.width = width;
     EXPECT_EQ(gpu::launch_update(u, dev, nullptr), kErrUnsupportedWidth);
   }
+}
+
+// The channel-first forward with seq_idx needs its mask workspace: a batch row of seq_mask_row
+// bytes (seqlen + 8 rounded up to 16), and without one (or a misaligned one) the launcher refuses
+// before any work. Channel-last needs none. Null pointers only: no GPU needed.
+TEST(GpuEntryChecks, ForwardSeqIdxWorkspace) {
+  namespace gpu = causal_conv1d::gpu;
+  const causal_conv1d::DeviceDesc dev;
+  causal_conv1d::FwdParams f;
+  f.batch = 3, f.dim = 8, f.seqlen = 100, f.width = 4;
+  int64_t bytes = -1;
+  ASSERT_EQ(gpu::fwd_workspace_bytes(f, dev, &bytes), 0);
+  EXPECT_EQ(bytes, 0) << "no seq_idx";
+  static const int32_t kIds[1] = {};
+  f.seq_idx = kIds;  // never read: the launcher returns first
+  ASSERT_EQ(gpu::fwd_workspace_bytes(f, dev, &bytes), 0);
+  EXPECT_EQ(bytes, 3 * 112);
+  EXPECT_EQ(gpu::launch_fwd(f, nullptr, dev, nullptr), causal_conv1d::kErrInvalidParams);
+  alignas(16) static uint8_t host[32];
+  EXPECT_EQ(gpu::launch_fwd(f, host + 4, dev, nullptr), causal_conv1d::kErrInvalidParams) << "misaligned workspace";
+  f.channel_last = true;
+  ASSERT_EQ(gpu::fwd_workspace_bytes(f, dev, &bytes), 0);
+  EXPECT_EQ(bytes, 0) << "channel-last reads the ids";
 }
 
 }  // namespace

@@ -146,24 +146,52 @@ def test_seq_idx_padding_tokens(device, xtype, width, channel_last, seqlen):
     assert_close(out, conv_ref(x, w, b, seq_idx=seq_idx, silu=True)[0], xtype)
 
 
-@pytest.mark.parametrize("channel_last", LAYOUTS, ids=LAYOUT_IDS)
-@pytest.mark.parametrize("width", WIDTHS)
-@pytest.mark.parametrize("xtype", DTYPES, ids=dtype_id)
-def test_seq_idx_long_sequences(device, xtype, width, channel_last):
-    # Long sequences: most of a row's vectors lie inside one sequence (the GPU kernels compute those
-    # without the masks), next to boundaries on a warp iteration's first position (64 or 128 with
-    # 8-byte vectors), one past it, mid-vector, a padding run and a padded tail.
-    seqlen = 4096
-    ids = torch.zeros(2, seqlen, dtype=torch.int32)
-    for cut in (128, 129, 1000, 2112, 2113, 3333):
+# Boundaries of the long-sequence tests: on a channel-first warp iteration's first position (128
+# or 256 with 16-byte vectors) and one past it, mid-vector, on and just after the first rows of a
+# channel-last time chunk (4 to 32 rows), and on a chunk's last row.
+LONG_SEQ_CUTS = (128, 129, 256, 257, 1000, 2048, 2049, 2050, 2051, 2079, 2112, 2113, 3333)
+
+
+def _long_seq_ids(batch, seqlen):
+    ids = torch.zeros(batch, seqlen, dtype=torch.int32)
+    for cut in LONG_SEQ_CUTS:
         ids[0, cut:] += 1
     ids[0, 2500:2510] = -1
     ids[1, 3900:] = -1
-    seq_idx = ids.to(device)
-    x = make_x(2, 40, seqlen, xtype, device, channel_last)
+    return ids
+
+
+@pytest.mark.parametrize("offset", [0, 3], ids=["aligned", "offset3"])
+@pytest.mark.parametrize("channel_last", LAYOUTS, ids=LAYOUT_IDS)
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("xtype", DTYPES, ids=dtype_id)
+def test_seq_idx_long_sequences(device, xtype, width, channel_last, offset):
+    # Long sequences: most of a row's vectors (channel-first) or time chunks (channel-last) lie
+    # inside one sequence (the GPU kernels compute those without the masks), next to the boundaries
+    # above, a padding run and a padded tail. offset 3: x starts 3 positions into a bigger tensor,
+    # so channel-first rows are misaligned (their masks are read byte by byte).
+    seqlen = 4096
+    seq_idx = _long_seq_ids(2, seqlen).to(device)
+    x = make_x(2, 40, seqlen + offset, xtype, device, channel_last)[:, :, offset:]
     w, b = _params(40, width, torch.float32, device)
     out = causal_conv1d_fn(x, w, b, seq_idx=seq_idx, activation="silu")
     assert torch.all(out.transpose(1, 2)[seq_idx < 0] == 0), "padding outputs are exactly 0"
+    assert_close(out, conv_ref(x, w, b, seq_idx=seq_idx, silu=True)[0], xtype)
+
+
+@pytest.mark.parametrize("xtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+def test_seq_idx_channel_last_full_chunks(device, xtype):
+    # Channel-last on a GPU: enough batch rows and channel blocks for time chunks of 32 rows (the
+    # kernel shortens them for small grids), blocks whose chunks lie in one sequence next to
+    # blocks whose chunk or halo rows cross a boundary, and a last channel block with idle threads
+    # (dim 1000: they take part in the block's vote, then leave).
+    if device == "cpu":
+        pytest.skip("the GPU kernel's time chunks; the CPU backend has none")
+    seqlen = 4096
+    seq_idx = _long_seq_ids(4, seqlen).to(device)
+    x = make_x(4, 1000, seqlen, xtype, device, True)
+    w, b = _params(1000, 4, torch.float32, device)
+    out = causal_conv1d_fn(x, w, b, seq_idx=seq_idx, activation="silu")
     assert_close(out, conv_ref(x, w, b, seq_idx=seq_idx, silu=True)[0], xtype)
 
 

@@ -37,7 +37,10 @@ int device_synchronize();
 // device index `device`.
 int device_desc(int device, DeviceDesc* desc);
 
-int launch_fwd(const FwdParams& p, const DeviceDesc& dev, void* stream);
+// Bytes of device scratch launch_fwd needs in `workspace` on device `dev` (the seq_idx masks of
+// the channel-first kernel; 0 when none), 16-byte aligned.
+int fwd_workspace_bytes(const FwdParams& p, const DeviceDesc& dev, int64_t* bytes);
+int launch_fwd(const FwdParams& p, void* workspace, const DeviceDesc& dev, void* stream);
 int launch_update(const UpdateParams& p, const DeviceDesc& dev, void* stream);
 // Float elements of scratch launch_bwd needs in p.workspace on device `dev`: the partials of
 // p.deterministic, and the seq_idx masks of either layout (0 when neither).

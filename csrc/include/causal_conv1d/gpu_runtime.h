@@ -104,6 +104,10 @@ __device__ __forceinline__ bool warp_all(bool pred) {
 #endif
 }
 
+// True on every thread when `pred` holds on every thread of the block; a barrier, so every
+// thread of the block must call it (none may have returned before). The same name on both vendors.
+__device__ __forceinline__ bool block_all(bool pred) { return __syncthreads_and(pred) != 0; }
+
 template <typename T>
 __device__ __forceinline__ T shfl_down(T v, unsigned delta, int width) {
 #if CAUSAL_CONV1D_BACKEND_HIP

@@ -1,0 +1,33 @@
+// seq_idx as one byte a position, for the kernels that read it per position (the channel-first
+// forward, both backwards): seq_mask_kernel (seq_masks.hip) writes them into the caller's
+// workspace before the kernel runs, once per batch row instead of once per channel.
+//
+// Bit j (j < kMaxWidth - 1) of mask(q) is set when position q - 1 - j is in the row and has q's
+// id; bit kSeqReachShift + i when q + 1 + i is in the row and has q's id; bit 7 when q is a padding
+// token (id < 0: its output is constant, its dy 0). So x[q - 1 - j] is a tap of y[q] iff bit j of
+// mask(q), and dy[q] reaches dx[q - 1 - j] iff the same bit; dy[q + 1 + i] reaches dx[q] iff bit
+// kSeqReachShift + i of mask(q) (the same fact, held by the dx position: the channel-last backward
+// tests row t's byte only). No ids (4 bytes each, and a halo of them) are held in registers.
+#pragma once
+
+#include <cstdint>
+
+#include "causal_conv1d/gpu.h"
+#include "kernel_utils.h"
+
+namespace causal_conv1d::gpu {
+
+constexpr int kSeqReachShift = kMaxWidth - 1;
+constexpr uint32_t kSeqPadBit = 0x80u;
+static_assert(kSeqReachShift + kMaxWidth - 1 < 7, "the same-sequence bits must stay below the padding bit");
+
+// Mask bytes per batch row: seqlen with room for a channel-first kernel's last pair of aligned
+// mask vectors (up to 8 bytes past seqlen when the data rows are misaligned), in whole 16-byte
+// lines (0 past seqlen).
+inline int64_t seq_mask_row(int64_t seqlen) { return (seqlen + 8 + 15) / 16 * 16; }
+
+// Writes the masks of every batch row of f.seq_idx: row b at masks + b * mask_row (mask_row from
+// seq_mask_row, masks 16-byte aligned); nothing without seq_idx.
+int launch_seq_masks(const FwdParams& f, uint8_t* masks, int64_t mask_row, const DeviceDesc& dev, Stream stream);
+
+}  // namespace causal_conv1d::gpu

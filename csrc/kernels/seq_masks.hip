@@ -1,0 +1,45 @@
+// seq_idx masks (seq_masks.h): a byte a position, computed once per batch row.
+#include "seq_masks.h"
+#include "tuning.h"
+
+namespace causal_conv1d::gpu {
+
+namespace {
+
+// masks[b * mask_row + q] for q < mask_row (0 past L): one thread writes 4 positions (one word).
+__global__ void __launch_bounds__(seq_mask_tuning(kTargetFamily).threads)
+    seq_mask_kernel(const int32_t* seq, int64_t seq_batch_stride, int64_t seq_l_stride, int64_t L, int64_t mask_row,
+                    uint32_t* masks, int64_t words) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= words) return;
+  const int64_t b = i / (mask_row / 4), q0 = (i - b * (mask_row / 4)) * 4;
+  const int32_t* row = seq + b * seq_batch_stride;
+  auto id_at = [&](int64_t q) { return row[q * seq_l_stride]; };
+  uint32_t w = 0;
+  for (int e = 0; e < 4; ++e) {
+    const int64_t q = q0 + e;
+    if (q >= L) break;
+    const int32_t id = id_at(q);
+    uint32_t m = id < 0 ? kSeqPadBit : 0u;
+    for (int j = 0; j < kMaxWidth - 1; ++j) {
+      if (q - 1 - j >= 0 && id_at(q - 1 - j) == id) m |= 1u << j;
+      if (q + 1 + j < L && id_at(q + 1 + j) == id) m |= 1u << (kSeqReachShift + j);
+    }
+    w |= m << (8 * e);
+  }
+  masks[i] = w;
+}
+
+}  // namespace
+
+int launch_seq_masks(const FwdParams& f, uint8_t* masks, int64_t mask_row, const DeviceDesc& dev, Stream stream) {
+  if (f.seq_idx == nullptr) return kSuccess;
+  const int threads = seq_mask_tuning(dev.family).threads;
+  const int64_t words = f.batch * mask_row / 4;
+  seq_mask_kernel<<<static_cast<unsigned>((words + threads - 1) / threads), threads, 0, stream>>>(
+      f.seq_idx, f.seq_idx_batch_stride, f.seq_idx_l_stride, f.seqlen, mask_row, reinterpret_cast<uint32_t*>(masks),
+      words);
+  return launch_status();
+}
+
+}  // namespace causal_conv1d::gpu
