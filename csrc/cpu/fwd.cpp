@@ -189,13 +189,10 @@ int fwd_rows_channel_first_vec(const FwdParams& p, int64_t row_begin, int64_t ro
 // dev machine (AMD EPYC, AVX-512, 2 threads) 1.53 ms against 1.94 through the ring, whose
 // widening pass took 30% of the time (perf). Rows of out with unit channel stride are written in
 // place in their dtype (else through float rows). Rows before t = 0 come from initial_states (or
-// are zeros); the task ending at seqlen writes the final states.
+// are zeros); the task ending at seqlen writes the final states. (Rows of 2 KB or less were
+// prefetched one call ahead while a call took 4 steps; with 8 steps a call that gained nothing:
+// benchmarks/NOTES.md, twenty-first session.)
 constexpr int64_t kTimeBlock = 512;
-// Rows of at most this many bytes (in place, x's dtype) are prefetched one call ahead: the
-// hardware's stream prefetch kept up less with short rows. Dev machine, 2 threads, bf16, in two
-// alternating runs: (2, 1024, 4096) 1.84 -> 1.60-1.65 ms, (8, 1024, 1024) 1.83-1.85 -> 1.59-1.62;
-// rows of 4 KB (bf16 dim 2048, fp32 dim 1024) gained nothing or lost up to 8%, 8 KB ones 2-10%.
-constexpr int64_t kPrefetchMaxRowBytes = 2048;
 
 int fwd_tasks_channel_last_vec(const FwdParams& p, const ClTasks& tasks, int64_t task_begin, int64_t task_end) {
   const int halo = p.width - 1;
@@ -254,14 +251,6 @@ int fwd_tasks_channel_last_vec(const FwdParams& p, const ClTasks& tasks, int64_t
         outs[s] = direct_out ? static_cast<char*>(p.out) + (out_off + (t + s) * p.out_l_stride) * esize
                              : static_cast<void*>(obuf.data() + s * kLd);
       const DType ot = direct_out ? p.x_dtype : DType::kFloat32;
-      // The rows the next call reads first (inside this task), asked of the caches now.
-      const int64_t ahead = std::min<int64_t>(kS, t1 - (t + kS));
-      if ((direct_x || direct_bf16) && nc * esize <= kPrefetchMaxRowBytes && ahead > 0) {
-        const char* base = static_cast<const char*>(p.x) + (x_off + (t + kS) * p.x_l_stride) * esize;
-        for (int64_t r = 0; r < ahead; ++r)
-          for (int64_t off = 0; off < nc * esize; off += 64)
-            __builtin_prefetch(base + r * p.x_l_stride * esize + off, 0, 3);
-      }
       int status;
       if (in_place(t)) {
         const uint16_t* win[kMaxWidth - 1 + kS];

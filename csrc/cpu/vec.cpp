@@ -202,7 +202,7 @@ CC_VEC_INLINE void col_taps_t(const typename In::S* const* r, typename E::S* con
     float x0 = kW == 4 ? In::load(rr[0][c]) : 0.0f;
     float x1 = kW >= 3 ? In::load(rr[kH - 2][c]) : 0.0f;
     float x2 = In::load(rr[kH - 1][c]);
-#pragma GCC unroll 4
+#pragma GCC unroll 8  // kMaxColSteps
     for (int s = 0; s < kS; ++s) {
       const float x3 = In::load(rr[kH + s][c]);
       float a = bc + k2 * x2 + k3 * x3;
