@@ -50,7 +50,7 @@ struct CfGrid {
   int64_t mask_row;
 };
 
-template <typename T, int kWidth, int kV, bool kSilu, bool kSeqIdx>
+template <typename T, int kWidth, int kV, bool kSilu, bool kSeqIdx, bool kMaskPair>
 __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily), kSeqIdx))
     fwd_channel_first_kernel(FwdParams p, CfGrid g) {
   constexpr FwdCfTuning kTune = fwd_cf_tuning(kTargetFamily);
@@ -60,11 +60,13 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
   constexpr int kStep = kWarpSize * kV;  // elements per warp iteration
   constexpr int kPerWord = 4 / int(sizeof(T));
   // seq_idx masks: kV bytes in words (byte e of a vector: word e / 4, bits 8 (e % 4) ..). A whole
-  // vector of an aligned row loads its own in the ring, one aligned access; any other vector reads
-  // them byte by byte when it is computed (in the ring, the byte loads' addresses made the gfx942
-  // kernels spill; a misaligned row's vectors straddle two mask vectors, and the second load held
-  // 2 more registers a ring slot).
+  // vector loads the kV-aligned mask vector holding its first position in the ring; in the
+  // kMaskPair kernels (some rows misaligned, and the table's seq_mask_pair allows the registers)
+  // also the next one when its row is misaligned (its bytes straddle the two). Other vectors read
+  // theirs byte by byte when computed (in the ring, the byte loads' addresses made the gfx942
+  // kernels spill).
   constexpr int kMWords = kSeqIdx ? (kV + 3) / 4 : 1;
+  constexpr int kMPair = kSeqIdx && kV >= 4 && kMaskPair && kTune.seq_mask_pair ? 2 : 1;
   static_assert(kTune.threads % kWarpSize == 0, "a block must consist of whole warps");
 
   const int lane = threadIdx.x % kWarpSize;
@@ -93,6 +95,9 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
   }
 
   const int m = misalignment<T, kV>(x);
+  // Where a whole vector's masks start in the kV-aligned mask vector holding its first position
+  // (a batch row's masks start aligned; its data rows may not).
+  const int mo = (kV - m) % kV;
   const int64_t row_vecs = (L + m + kV - 1) / kV;
   const int64_t vec0 = int64_t(strip) * g.iters * kWarpSize;           // the strip's first vector
   const int64_t left = (row_vecs - vec0 + kWarpSize - 1) / kWarpSize;  // iterations left in the row
@@ -107,7 +112,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
   float w[kWidth], bias = 0.0f;  // loaded after the strip's first loads are issued (below)
 
   using Data = Packed<T, kV>;
-  using Masks = uint32_t[kMWords];
+  using Masks = uint32_t[kMPair][kMWords];
   auto load = [&](int it, Data& v, Masks& mk) {
     const int64_t q0 = qbase + it * kStep;
     const bool full = whole(it);
@@ -117,7 +122,10 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
       v = load_edge<T, kV, kHalo>(x, L, init, p.init_l_stride, q0);
     }
     if constexpr (kSeqIdx && kV >= 4) {
-      if (full && m == 0) load_run<kV>(masks + q0, mk);  // a batch row's masks start aligned
+      if (full && (kMPair == 2 || mo == 0)) {  // (seq_mask_row leaves room past seqlen)
+        load_run<kV>(masks + q0 - mo, mk[0]);
+        if (kMPair == 2 && mo != 0) load_run<kV>(masks + q0 - mo + kV, mk[kMPair - 1]);
+      }
     }
   };
 
@@ -127,10 +135,18 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
 
   auto process = [&](int it, const Data& cur, const Masks& ring_masks) {
     // The masks of the own positions: from the ring (load) or, for the other vectors, read now.
-    Masks mk;
+    uint32_t mk[kMWords];
     if constexpr (kSeqIdx) {
-      if (kV >= 4 && whole(it) && m == 0) {
-        static_for<kMWords>([&](auto j) { mk[j] = ring_masks[j]; });
+      if (kV >= 4 && whole(it) && (kMPair == 2 || mo == 0)) {
+        if constexpr (kV == 4) {
+          const uint32_t lo = ring_masks[0][0], hi = ring_masks[kMPair - 1][0];
+          mk[0] = kMPair == 1 || mo == 0 ? lo : (lo >> (8 * mo)) | (hi << (32 - 8 * mo));
+        } else if constexpr (kV == 8) {
+          const uint64_t lo = ring_masks[0][0] | uint64_t(ring_masks[0][1]) << 32;
+          const uint64_t hi = ring_masks[kMPair - 1][0] | uint64_t(ring_masks[kMPair - 1][1]) << 32;
+          const uint64_t v = kMPair == 1 || mo == 0 ? lo : (lo >> (8 * mo)) | (hi << (64 - 8 * mo));
+          mk[0] = uint32_t(v), mk[1] = uint32_t(v >> 32);
+        }
       } else {
         const int64_t q0 = qbase + it * kStep;
         uint64_t v = 0;
@@ -262,7 +278,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
       if (it >= n_it) return;  // warp-uniform
       const Data cur = ring[j];
       Masks cur_mk;
-      static_for<kMWords>([&](auto w) { cur_mk[w] = ring_mk[j][w]; });
+      static_for<kMPair>([&](auto h) { static_for<kMWords>([&](auto w) { cur_mk[h][w] = ring_mk[j][h][w]; }); });
       if (it + kRing < n_it) load(it + kRing, ring[j], ring_mk[j]);
       if constexpr (kL2Ahead > 0) {
         if (it + kRing + kL2Ahead < n_it) prefetch(it + kRing + kL2Ahead);
@@ -318,10 +334,16 @@ int launch_fwd_channel_first(const FwdParams& p, const uint8_t* masks, int64_t m
           g.mask_row = mask_row;
           const int warps_per_block = tune.threads / wave;
           const auto blocks = static_cast<unsigned>((total + warps_per_block - 1) / warps_per_block);
+          // seq_idx with misaligned rows: the kernels that load both mask vectors a vector's bytes
+          // straddle (aligned rows need one; the other kernels take the same code path).
+          const bool pair = kSeqIdx && kV >= 4 && !aligned && tune.seq_mask_pair;
           return dispatch_bool(p.silu, [&](auto S) {
-            fwd_channel_first_kernel<T, kWidth, kV, decltype(S)::value, kSeqIdx>
-                <<<blocks, tune.threads, 0, stream>>>(p, g);
-            return launch_status();
+            return dispatch_bool(pair, [&](auto P) {
+              constexpr bool kPair = decltype(P)::value && kSeqIdx && kV >= 4;
+              fwd_channel_first_kernel<T, kWidth, kV, decltype(S)::value, kSeqIdx, kPair>
+                  <<<blocks, tune.threads, 0, stream>>>(p, g);
+              return launch_status();
+            });
           });
         });
       });

@@ -46,17 +46,20 @@ constexpr ArchFamily kTargetFamily = ArchFamily::kNvidia;
 // Forward, channel-first (fwd_channel_first.hip): each warp streams a strip of one row, one
 // 16-byte vector per lane per iteration, with `ring` loads issued ahead of the one computed.
 struct FwdCfTuning {
-  int threads;        // block size: whole warps, each an independent strip
-  int occupancy;      // CC_LAUNCH_BOUNDS: NVIDIA blocks per SM, AMD waves per SIMD
-  int occupancy_seq;  // the same for the seq_idx kernels (their ids need more registers)
-  int max_iters;      // iterations (warp-wide 16-byte rows) per strip: more = fewer halo reloads
-  int max_iters_seq;  // the same for the seq_idx kernels
-  int ring;           // vectors loaded ahead per lane (16 bytes, 4 registers each)
-  int ring_seq;       // the same with seq_idx (a mask byte a position beside the data)
-  int l2_ahead;       // NVIDIA: iterations past the ring whose lines are prefetched to L2 (no
-                      // registers held)
-  int l2_ahead_seq;   // the same with seq_idx
-  bool nt_store;      // AMD: nontemporal stores for out (written once, never read back)
+  int threads;         // block size: whole warps, each an independent strip
+  int occupancy;       // CC_LAUNCH_BOUNDS: NVIDIA blocks per SM, AMD waves per SIMD
+  int occupancy_seq;   // the same for the seq_idx kernels
+  int max_iters;       // iterations (warp-wide 16-byte rows) per strip: more = fewer halo reloads
+  int max_iters_seq;   // the same for the seq_idx kernels
+  int ring;            // vectors loaded ahead per lane (16 bytes, 4 registers each)
+  int ring_seq;        // the same with seq_idx (a mask byte a position beside the data)
+  int l2_ahead;        // NVIDIA: iterations past the ring whose lines are prefetched to L2 (no
+                       // registers held)
+  int l2_ahead_seq;    // the same with seq_idx
+  bool nt_store;       // AMD: nontemporal stores for out (written once, never read back)
+  bool seq_mask_pair;  // seq_idx: a misaligned row's vectors load the two mask vectors their bytes
+                       // straddle in the ring (2 more registers a slot); else they read them byte
+                       // by byte when computed
 };
 
 __host__ __device__ constexpr FwdCfTuning fwd_cf_tuning(ArchFamily f) {
@@ -81,23 +84,28 @@ __host__ __device__ constexpr FwdCfTuning fwd_cf_tuning(ArchFamily f) {
     // a CUDA graph with 1 / 8 / 64 sequences a row 139.8 / 140.1 / 154.2 us (135.6 without
     // seq_idx; strips of 32: the same; without the prefetch 152.7 / 153.6 / 157.0). With 8-byte
     // vectors and the ids themselves they had been issue-bound at 6 blocks: 199.0 / 202.2 / 219.9.
-    case ArchFamily::kNvidia: return {128, 8, 8, 24, 24, 1, 1, 2, 2, false};
+    // Rows misaligned (x 3 elements into wider rows, 8 sequences a row): 152 us without seq_idx,
+    // 284 with the masks of their vectors read byte by byte, 186 with both mask vectors loaded in
+    // the ring (seq_mask_pair; 64 registers, no spills).
+    case ArchFamily::kNvidia: return {128, 8, 8, 24, 24, 1, 1, 2, 2, false, true};
     // RDNA needs ~10 KB per CU: 2 loads ahead x 16 B x 32 lanes x >= 12 waves/SIMD x 2 SIMDs =
     // 24 KB. 12 waves/SIMD caps VGPRs at 128 (the floor the compile report checks; the kernels
-    // need ~82; the seq_idx kernels, with a mask byte a position beside the data, up to 83).
+    // need ~82; the seq_idx kernels, with a mask byte a position beside the data, up to 91 with
+    // both mask vectors of a misaligned row's vectors in the ring: seq_mask_pair).
     // Nontemporal stores keep the output stream from evicting x's halo lines from the Infinity
     // Cache / L2.
-    case ArchFamily::kRdna4: return {128, 12, 12, 16, 16, 2, 2, 0, 0, true};
-    case ArchFamily::kRdna3: return {128, 12, 12, 16, 16, 2, 2, 0, 0, true};
+    case ArchFamily::kRdna4: return {128, 12, 12, 16, 16, 2, 2, 0, 0, true, true};
+    case ArchFamily::kRdna3: return {128, 12, 12, 16, 16, 2, 2, 0, 0, true, true};
     // gfx942: 6 waves/SIMD (the floor) allow 80 VGPRs, and a ring of 2 spilled in the fp16
     // kernels: 1 ahead (plus the one being computed) x 16 B x 64 lanes x 6 waves x 4 SIMDs =
     // 24-48 KB per CU against the ~30-40 KB needed. 128 threads are 2 waves, each its own strip.
     // The seq_idx kernels fit the same 80 (no spills) because their edge and misaligned vectors
     // read their mask bytes in a loop when computed: unrolled in the ring, the byte loads'
-    // addresses spilled 3-13 VGPRs.
-    case ArchFamily::kCdna: return {128, 6, 6, 16, 16, 1, 1, 0, 0, true};
+    // addresses spilled 3-13 VGPRs, and both mask vectors of a misaligned row's vectors in the
+    // ring (seq_mask_pair) 12.
+    case ArchFamily::kCdna: return {128, 6, 6, 16, 16, 1, 1, 0, 0, true, false};
   }
-  return {128, 8, 8, 24, 24, 1, 1, 2, 2, false};
+  return {128, 8, 8, 24, 24, 1, 1, 2, 2, false, true};
 }
 
 // The row a forward kernel is compiled with: the seq_idx kernels take their own occupancy.
