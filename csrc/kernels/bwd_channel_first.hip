@@ -424,15 +424,8 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
         mw[0] = cur.mk[0][0];
       } else if constexpr (kEdge) {
         static_for<kMWords>([&](auto j) { mw[j] = cur.mk[0][j]; });
-      } else if constexpr (kV == 4) {
-        const uint32_t lo = cur.mk[0][0], hi = cur.mk[1][0];
-        mw[0] = mo == 0 ? lo : (lo >> (8 * mo)) | (hi << (32 - 8 * mo));
       } else {
-        static_assert(kV == 8, "mask vectors of 4 or 8 bytes");
-        const uint64_t lo = cur.mk[0][0] | uint64_t(cur.mk[0][1]) << 32;
-        const uint64_t hi = cur.mk[1][0] | uint64_t(cur.mk[1][1]) << 32;
-        const uint64_t v = mo == 0 ? lo : (lo >> (8 * mo)) | (hi << (64 - 8 * mo));
-        mw[0] = uint32_t(v), mw[1] = uint32_t(v >> 32);
+        straddled_masks<kV>(cur.mk[0], cur.mk[1], mo, mw);
       }
       if constexpr (!kEdge) {
         // A clean mask: every tap bit set, not padding.

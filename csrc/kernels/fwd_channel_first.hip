@@ -138,15 +138,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
     uint32_t mk[kMWords];
     if constexpr (kSeqIdx) {
       if (kV >= 4 && whole(it) && (kMPair == 2 || mo == 0)) {
-        if constexpr (kV == 4) {
-          const uint32_t lo = ring_masks[0][0], hi = ring_masks[kMPair - 1][0];
-          mk[0] = kMPair == 1 || mo == 0 ? lo : (lo >> (8 * mo)) | (hi << (32 - 8 * mo));
-        } else if constexpr (kV == 8) {
-          const uint64_t lo = ring_masks[0][0] | uint64_t(ring_masks[0][1]) << 32;
-          const uint64_t hi = ring_masks[kMPair - 1][0] | uint64_t(ring_masks[kMPair - 1][1]) << 32;
-          const uint64_t v = kMPair == 1 || mo == 0 ? lo : (lo >> (8 * mo)) | (hi << (64 - 8 * mo));
-          mk[0] = uint32_t(v), mk[1] = uint32_t(v >> 32);
-        }
+        if constexpr (kV >= 4) straddled_masks<kV>(ring_masks[0], ring_masks[kMPair - 1], kMPair == 1 ? 0 : mo, mk);
       } else {
         const int64_t q0 = qbase + it * kStep;
         uint64_t v = 0;

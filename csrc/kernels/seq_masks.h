@@ -26,6 +26,21 @@ static_assert(kSeqReachShift + kMaxWidth - 1 < 7, "the same-sequence bits must s
 // lines (0 past seqlen).
 inline int64_t seq_mask_row(int64_t seqlen) { return (seqlen + 8 + 15) / 16 * 16; }
 
+// The kV mask bytes of a vector whose first position lies mo bytes into the kV-aligned mask vector
+// lo (hi: the one after it, read only when mo != 0): a misaligned data row's vectors straddle two.
+template <int kV>
+__device__ __forceinline__ void straddled_masks(const uint32_t (&lo)[kV / 4], const uint32_t (&hi)[kV / 4], int mo,
+                                                uint32_t (&out)[kV / 4]) {
+  if constexpr (kV == 4) {
+    out[0] = mo == 0 ? lo[0] : (lo[0] >> (8 * mo)) | (hi[0] << (32 - 8 * mo));
+  } else {
+    static_assert(kV == 8, "mask vectors of 4 or 8 bytes");
+    const uint64_t l = lo[0] | uint64_t(lo[1]) << 32, h = hi[0] | uint64_t(hi[1]) << 32;
+    const uint64_t v = mo == 0 ? l : (l >> (8 * mo)) | (h << (64 - 8 * mo));
+    out[0] = uint32_t(v), out[1] = uint32_t(v >> 32);
+  }
+}
+
 // Writes the masks of every batch row of f.seq_idx: row b at masks + b * mask_row (mask_row from
 // seq_mask_row, masks 16-byte aligned); nothing without seq_idx.
 int launch_seq_masks(const FwdParams& f, uint8_t* masks, int64_t mask_row, const DeviceDesc& dev, Stream stream);
