@@ -351,6 +351,21 @@ __global__ void CC_LAUNCH_BOUNDS(serving_update_tuning(kTargetFamily)) serving_u
   }
 }
 
+// Whether a decode call is the plain step serving_update_vec_kernel's kOne instantiation takes:
+// one token a row, no varlen, speculation or prefix caching, 32-bit rows and lines.
+bool serving_update_one(const ServingUpdateParams& p) {
+  return p.query_start_loc.data == nullptr && p.num_accepted_tokens.data == nullptr && !p.prefix_caching &&
+         p.seqlen == 1 && p.csi_blocks >= 1 && p.batch <= INT32_MAX && p.num_cache_lines <= INT32_MAX;
+}
+
+// kOne's cache line of row i: conv_state_indices[i] (column 0 of a block table), or i without
+// indices; -1 for padding or a line outside the cache (serving_line's rule, in 32 bits).
+__device__ __forceinline__ int32_t serving_one_line(const ServingUpdateParams& p, int32_t i) {
+  if (p.conv_state_indices == nullptr) return i < p.num_cache_lines ? i : -1;
+  const int32_t line = p.conv_state_indices[i * p.csi_seq_stride];
+  return p.padding.is_padding(line) || line >= p.num_cache_lines ? -1 : line;
+}
+
 // Decode's vector path: x and the cache keep dim contiguous (vLLM's layouts; serving_update_path
 // says exactly when). A thread owns kC = kServingVecBytes / sizeof(T) consecutive channels of a
 // row, so a warp moves contiguous runs of each token row and cache position (the scalar kernel
@@ -369,7 +384,14 @@ __global__ void CC_LAUNCH_BOUNDS(serving_update_tuning(kTargetFamily)) serving_u
 // tokens the window (the last kHalo entries of [window, tokens], which is the new state: with
 // state_len = width - 1 every valid row has offset 0 and writes kHalo positions) goes back as one
 // store_run.
-template <typename T, int kWidth, int kC, bool kSilu, bool kStateRun>
+//
+// kOne: the plain decode step (one token a row, no query_start_loc, num_accepted_tokens or prefix
+// caching; serving_update_one says when), the call a decode step makes per layer: the row's line
+// is one index load and two compares in 32 bits (serving_one_line), its offset 0 and its new state
+// the window shifted by the token, all known at compile time; the general row evaluation
+// (serving_update_row: token ranges, speculative offsets, block-table columns in 64 bits) doubled
+// the kernel's instructions.
+template <typename T, int kWidth, int kC, bool kSilu, bool kStateRun, bool kOne>
 __global__ void CC_LAUNCH_BOUNDS(serving_update_tuning(kTargetFamily))
     serving_update_vec_kernel(ServingUpdateParams p, WeightRuns runs) {
   constexpr ServingUpdateTuning kTune = serving_update_tuning(kTargetFamily);
@@ -388,8 +410,15 @@ __global__ void CC_LAUNCH_BOUNDS(serving_update_tuning(kTargetFamily))
   // and the weights together).
   const int64_t i = int64_t(blockIdx.z) * gridDim.y + blockIdx.y;
   if (i >= p.batch) return;
-  int64_t offset, new_len;
-  const ServingRow r = serving_update_row(p, i, &offset, &new_len);
+  int64_t offset = 0, new_len = kHalo;
+  ServingRow r;
+  if constexpr (kOne) {
+    r.in_line = r.out_line = serving_one_line(p, int32_t(i));
+    r.len = 1;
+    r.skip = r.in_line < 0;
+  } else {
+    r = serving_update_row(p, i, &offset, &new_len);
+  }
   if (r.len == 0) return;
   T* x = static_cast<T*>(p.x) + (varlen ? r.start * xs : i * p.x_batch_stride) + c0;
   const Data x0 = load_packed<T, kC>(x);
@@ -538,9 +567,11 @@ int launch_serving_update(const ServingUpdateParams& p, const DeviceDesc& dev, v
           }
           const dim3 vgrid(ceil_div_u(p.dim / kC, tune.threads), grid.y, ceil_div_u(p.batch, grid.y));
           return dispatch_bool(path == DecodePath::kStateRun, [&](auto Run) {
-            serving_update_vec_kernel<T, decltype(W)::value, kC, decltype(Silu)::value, decltype(Run)::value>
-                <<<vgrid, tune.threads, 0, s>>>(p, weight_runs(p, kC));
-            return launch_status();
+            return dispatch_bool(serving_update_one(p), [&](auto One) {
+              serving_update_vec_kernel<T, decltype(W)::value, kC, decltype(Silu)::value, decltype(Run)::value,
+                                        decltype(One)::value><<<vgrid, tune.threads, 0, s>>>(p, weight_runs(p, kC));
+              return launch_status();
+            });
           });
         });
       });

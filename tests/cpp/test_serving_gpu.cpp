@@ -177,6 +177,73 @@ TEST_P(GpuServingUpdate, VarlenSpeculativeMatchesCpu) {
   }
 }
 
+// The plain decode step (one token a row, x (batch, dim), no varlen or speculation: the vector
+// kernel's kOne instantiation on its layouts) with each form of cache line: conv_state_indices
+// (batch,), column 0 of a (batch, 2) block table, and none (row i, line i). Rows whose line is the
+// null block, negative, pad_slot_id, or past the cache (invalid: the GPU treats it as padding,
+// which the CPU reference is given instead, as it rejects such lines) get zeros and leave the
+// cache alone.
+TEST_P(GpuServingUpdate, PlainDecodeMatchesCpu) {
+  if (!cc_test::have_gpu()) GTEST_SKIP() << "no GPU visible";
+  const ServingUpdateCase sc = GetParam();
+  constexpr int64_t kBatch = 7, kPadSlot = 5;
+  const int64_t state_len = sc.short_state ? sc.width - 1 : kStateLen;
+  const std::vector<int32_t> gpu_lines = {4, 0, 7, -1, kLines + 3, int32_t(kPadSlot), 8};
+  std::vector<int32_t> cpu_lines = gpu_lines;
+  cpu_lines[4] = -1;
+  Buffer x = cc_test::random_buffer(sc.t, kBatch * kDim, 25);
+  Buffer w = cc_test::random_buffer(sc.t, kDim * sc.width, 26);
+  Buffer bias = cc_test::random_buffer(sc.t, kDim, 28);
+  Buffer cache = cc_test::random_buffer(sc.t, kLines * kDim * state_len, 27);
+
+  ServingUpdateParams p;
+  p.batch = kBatch, p.dim = kDim, p.seqlen = 1, p.num_cache_lines = kLines, p.state_len = state_len;
+  p.width = sc.width, p.x_dtype = sc.t, p.w_dtype = sc.t, p.silu = true;
+  p.x_batch_stride = kDim, p.x_c_stride = 1, p.x_l_stride = 1;
+  p.weight_c_stride = sc.tap_major ? 1 : sc.width, p.weight_w_stride = sc.tap_major ? kDim : 1;
+  p.bias_stride = 1;
+  p.state_line_stride = kDim * state_len;
+  p.state_c_stride = sc.dim_cache ? 1 : state_len, p.state_l_stride = sc.dim_cache ? kDim : 1;
+  p.padding.has_null_block = true, p.padding.pad_slot_id = kPadSlot;
+  DeviceDesc one_cu = cc_test::device0();
+  one_cu.cu_count = 1;
+  for (const int form : {0, 1, 2}) {  // indices (batch,), a (batch, 2) block table, no indices
+    SCOPED_TRACE(form == 0 ? "conv_state_indices (batch,)" : form == 1 ? "block table column 0" : "no indices");
+    // The block table's column 1 holds a valid line that must not be used.
+    auto table = [&](const std::vector<int32_t>& lines) {
+      if (form != 1) return lines;
+      std::vector<int32_t> t;
+      for (const int32_t l : lines) t.insert(t.end(), {l, 1});
+      return t;
+    };
+    const std::vector<int32_t> cpu_table = table(cpu_lines), gpu_table = table(gpu_lines);
+    ServingUpdateParams q = p;
+    q.csi_seq_stride = form == 1 ? 2 : 1, q.csi_block_stride = 1, q.csi_blocks = form == 1 ? 2 : 1;
+    Buffer x_cpu = x, cache_cpu = cache;
+    ServingUpdateParams pc = q;
+    pc.x = x_cpu.data(), pc.weight = w.data(), pc.conv_state = cache_cpu.data();
+    pc.bias = sc.bias ? bias.data() : nullptr;
+    pc.conv_state_indices = form == 2 ? nullptr : cpu_table.data();
+    ASSERT_EQ(causal_conv1d::cpu::launch_serving_update(pc, causal_conv1d::cpu::serial_for), 0);
+    for (const DeviceDesc& dev : {cc_test::device0(), one_cu}) {
+      SCOPED_TRACE(dev.cu_count == 1 ? "wide vectors (one CU)" : "narrow vectors (this GPU)");
+      DeviceBuffer dx = device_copy(x), dw = device_copy(w), db = device_copy(bias), dcache = device_copy(cache),
+                   dl(gpu_table);
+      ServingUpdateParams pg = q;
+      pg.x = dx.ptr, pg.weight = dw.ptr, pg.conv_state = dcache.ptr;
+      pg.bias = sc.bias ? db.ptr : nullptr;
+      pg.conv_state_indices = form == 2 ? nullptr : static_cast<const int32_t*>(dl.ptr);
+      CC_GPU_OK(causal_conv1d::gpu::launch_serving_update(pg, dev, nullptr));
+      CC_GPU_OK(causal_conv1d::gpu::device_synchronize());
+      Buffer x_gpu = x, cache_gpu = cache;
+      causal_conv1d::gpu::copy_to_host(x_gpu.data(), dx.ptr, x_gpu.bytes.size());
+      causal_conv1d::gpu::copy_to_host(cache_gpu.data(), dcache.ptr, cache_gpu.bytes.size());
+      expect_close(x_gpu, x_cpu, sc.t, "x (outputs)");
+      EXPECT_EQ(cache_gpu.bytes, cache_cpu.bytes) << "the cache holds copies of inputs: bit for bit";
+    }
+  }
+}
+
 // A plain decode step (one token a row, x (batch, dim)) of more rows than a grid column holds
 // (65535 on every family): the vector kernel's rows continue in the grid's z dimension. Lines
 // reversed through conv_state_indices, every 1000th row padding (pad_slot_id -1).
