@@ -8,6 +8,22 @@
 // the warp covers consecutive 16-byte chunks. Warps are independent (no shared memory, no
 // barriers); a block is just tuning-table `threads` / kWarpSize strips.
 //
+// out in another vector phase than x (kOutVec false: x a slice of longer rows, out allocated
+// dense): the vectors follow x, and out's vector that starts s positions before a lane's (s from
+// the two rows' phases, the same for the whole strip) is the previous lane's last s outputs and
+// the lane's first kV - s: one rotated shuffle and a funnel shift (realign_packed), then one
+// aligned store. Lane 0's previous lane is the last lane of the previous iteration:
+//  - kCarry (the kernels without seq_idx): its outputs are carried, as the halo is; a strip's
+//    first vector stores its own positions only, its last s outputs are stored after the walk;
+//  - otherwise (the seq_idx kernels, where a carry's 4 registers spilled on sm_90), lane 0 stores
+//    element by element what the shuffle gave it: its own first kV - s outputs and the last
+//    lane's last s (the end of the iteration);
+//  - where the tuning table says so (realign_seq; CDNA, whose fp16 seq_idx kernels spilled
+//    realigning), the seq_idx kernels store each lane's outputs element by element.
+// H200, bf16 (8, 4096, 4096), x 1 element into wider rows, out dense: 157.7 us with the carry,
+// 225.0 lane 0 by elements, 562-587 every lane by elements, 405.9 the element-wise kernel (a thread
+// an element) this replaced; 151.1 with out in x's phase (fp32: 288 / 304 / - / 411 / 277).
+//
 // Bytes in flight: a ring of `ring` vectors per lane (tuning.h) in statically indexed registers;
 // the load of iteration i + ring is issued before iteration i is computed, so every lane always
 // has `ring` 16-byte loads outstanding; on NVIDIA the `l2_ahead` iterations past those are
@@ -50,7 +66,7 @@ struct CfGrid {
   int64_t mask_row;
 };
 
-template <typename T, int kWidth, int kV, bool kSilu, bool kSeqIdx, bool kMaskPair>
+template <typename T, int kWidth, int kV, bool kOutVec, bool kSilu, bool kSeqIdx, bool kMaskPair>
 __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily), kSeqIdx))
     fwd_channel_first_kernel(FwdParams p, CfGrid g) {
   constexpr FwdCfTuning kTune = fwd_cf_tuning(kTargetFamily);
@@ -67,6 +83,10 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
   // kernels spill).
   constexpr int kMWords = kSeqIdx ? (kV + 3) / 4 : 1;
   constexpr int kMPair = kSeqIdx && kV >= 4 && kMaskPair && kTune.seq_mask_pair ? 2 : 1;
+  // out in another vector phase than x (the top of the file): realigned, with lane 0's outputs of
+  // the previous iteration carried (kCarry) or its elements stored; or stored element by element.
+  constexpr bool kRealign = !kSeqIdx || kTune.realign_seq;
+  constexpr bool kCarry = !kSeqIdx;
   static_assert(kTune.threads % kWarpSize == 0, "a block must consist of whole warps");
 
   const int lane = threadIdx.x % kWarpSize;
@@ -95,6 +115,9 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
   }
 
   const int m = misalignment<T, kV>(x);
+  // kOutVec false: out's vectors start s_out positions before x's (0 <= s_out < kV); the same in
+  // every lane (on AMD a scalar register: the realignment's selects then take scalar conditions).
+  const int s_out = kOutVec ? 0 : int(warp_uniform(uint32_t(misalignment<T, kV>(out) - m + kV) % kV));
   // Where a whole vector's masks start in the kV-aligned mask vector holding its first position
   // (a batch row's masks start aligned; its data rows may not).
   const int mo = (kV - m) % kV;
@@ -113,6 +136,8 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
 
   using Data = Packed<T, kV>;
   using Masks = uint32_t[kMPair][kMWords];
+  Data out_carry;  // kCarry: the last lane's outputs of the previous iteration
+  static_for<Data::kWords>([&](auto j) { out_carry.w[j] = 0; });
   auto load = [&](int it, Data& v, Masks& mk) {
     const int64_t q0 = qbase + it * kStep;
     const bool full = whole(it);
@@ -213,7 +238,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
     }
 
     const int64_t q0 = qbase + it * kStep;
-    if constexpr (kV > 1) {
+    if constexpr (kOutVec) {
       if (whole(it)) {
         store_packed<output_hint(kTune.nt_store)>(out + q0, res.out);
       } else {
@@ -221,8 +246,37 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
           if (q0 + e >= 0 && q0 + e < L) out[q0 + e] = packed_raw<T, decltype(e)::value>(res.out);
         });
       }
+    } else if constexpr (!kRealign) {
+      static_for<kV>([&](auto e) {
+        constexpr int kE = decltype(e)::value;
+        if (whole(it) || (q0 + kE >= 0 && q0 + kE < L)) out[q0 + kE] = packed_raw<T, kE>(res.out);
+      });
     } else {
-      if (q0 >= 0 && q0 < L) out[q0] = packed_raw<T, 0>(res.out);
+      // out's vector from s_out positions before the lane's: the previous lane's last s_out
+      // outputs (lane 0: the last lane's of the previous iteration, when carried), then the
+      // lane's first ones.
+      Data prev;
+      static_for<Data::kWords>([&](auto j) {
+        const uint32_t got = shfl(res.out.w[j], (lane + kWarpSize - 1) % kWarpSize, kWarpSize);
+        prev.w[j] = kCarry && lane == 0 ? out_carry.w[j] : got;
+        if constexpr (kCarry) out_carry.w[j] = got;
+      });
+      const Data v = realign_packed<T, kV>(prev, res.out, s_out);
+      const int64_t qo = q0 - s_out;
+      // Lane 0 with nothing carried (or at a strip's start: the carry would be the previous
+      // strip's, which stores it) stores by elements; its first s_out are then this iteration's
+      // last lane's, which end the iteration (kStep on), or (with a carry) not its own.
+      const bool by_elems = lane == 0 && (!kCarry || it == 0);
+      if (!by_elems && (it > 0 || qbase >= s_out) && it * kStep + kV - s_out <= room) {
+        store_packed<output_hint(kTune.nt_store)>(out + qo, v);
+      } else {
+        static_for<kV>([&](auto e) {
+          constexpr int kE = decltype(e)::value;
+          const bool lanes_tail = by_elems && kE < s_out;
+          const int64_t q = qo + kE + (lanes_tail ? kStep : 0);
+          if (!(kCarry && lanes_tail) && q >= 0 && q < L) out[q] = packed_raw<T, kE>(v);
+        });
+      }
     }
   };
 
@@ -278,6 +332,16 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
       process(it, cur, cur_mk);
     });
   }
+  // kCarry: the strip's last s_out outputs (its last vector's, carried to lane 0), which no vector
+  // of this strip or the next one stores.
+  if constexpr (!kOutVec && kCarry) {
+    const int64_t q_last = qbase + int64_t(kWarpSize - 1) * kV + int64_t(n_it - 1) * kStep;
+    static_for<kV>([&](auto e) {
+      constexpr int kE = decltype(e)::value;
+      if (lane == 0 && kE >= kV - s_out && q_last + kE >= 0 && q_last + kE < L)
+        out[q_last + kE] = packed_raw<T, kE>(out_carry);
+    });
+  }
   // Final states: copies of positions L - kHalo .. L - 1, written by the strip holding L - 1 (they
   // are cache hits: it has just read them). Kept out of the loop, where the test would hold
   // registers across every iteration.
@@ -295,22 +359,21 @@ int launch_fwd_channel_first(const FwdParams& p, const uint8_t* masks, int64_t m
     using T = typename decltype(tag)::type;
     return dispatch_bool(p.seq_idx != nullptr, [&](auto Q) {
       constexpr bool kSeqIdx = decltype(Q)::value;
-      constexpr int kVFull = kVec16<T>;  // 16-byte vectors
-      constexpr int kVBytes = kVFull * int(sizeof(T));
-      // Vectors when x and out rows share their alignment (then one peel fits both); otherwise
-      // single elements.
-      const bool vec = same_vector_phase(p.x, p.out, sizeof(T), kVFull, {p.x_batch_stride, p.x_c_stride},
-                                         {p.out_batch_stride, p.out_c_stride});
-      // Every row starts aligned: no row needs the extra peeled vector.
-      const bool aligned = vec && reinterpret_cast<uintptr_t>(p.x) % kVBytes == 0 &&
-                           multiple_of(p.x_batch_stride, kVFull) && multiple_of(p.x_c_stride, kVFull);
+      constexpr int kV = kVec16<T>;  // 16-byte vectors
+      constexpr int kVBytes = kV * int(sizeof(T));
+      // out stored as vectors when its rows share x's alignment (then one peel fits both);
+      // otherwise element by element.
+      const bool out_vec = same_vector_phase(p.x, p.out, sizeof(T), kV, {p.x_batch_stride, p.x_c_stride},
+                                             {p.out_batch_stride, p.out_c_stride});
+      // Every x row starts aligned: no row needs the extra peeled vector.
+      const bool aligned = reinterpret_cast<uintptr_t>(p.x) % kVBytes == 0 && multiple_of(p.x_batch_stride, kV) &&
+                           multiple_of(p.x_c_stride, kV);
       return dispatch_width(p.width, [&](auto W) {
         constexpr int kWidth = decltype(W)::value;
-        return dispatch_bool(vec, [&](auto V) {
-          constexpr int kV = decltype(V)::value ? kVFull : 1;
+        return dispatch_bool(out_vec, [&](auto OutVec) {
           // Strips: as few as cover a row with at most max_iters iterations each, balanced.
           const int64_t max_iters = kSeqIdx ? tune.max_iters_seq : tune.max_iters;
-          const int64_t span = p.seqlen + (kV > 1 && !aligned ? kV - 1 : 0);
+          const int64_t span = p.seqlen + (aligned ? 0 : kV - 1);
           const int64_t row_vecs = (span + kV - 1) / kV;
           const int64_t iters_needed = std::max<int64_t>(1, (row_vecs + wave - 1) / wave);
           const int64_t strips_per_row = (iters_needed + max_iters - 1) / max_iters;
@@ -328,11 +391,11 @@ int launch_fwd_channel_first(const FwdParams& p, const uint8_t* masks, int64_t m
           const auto blocks = static_cast<unsigned>((total + warps_per_block - 1) / warps_per_block);
           // seq_idx with misaligned rows: the kernels that load both mask vectors a vector's bytes
           // straddle (aligned rows need one; the other kernels take the same code path).
-          const bool pair = kSeqIdx && kV >= 4 && !aligned && tune.seq_mask_pair;
+          const bool pair = kSeqIdx && !aligned && tune.seq_mask_pair;
           return dispatch_bool(p.silu, [&](auto S) {
             return dispatch_bool(pair, [&](auto P) {
               constexpr bool kPair = decltype(P)::value && kSeqIdx && kV >= 4;
-              fwd_channel_first_kernel<T, kWidth, kV, decltype(S)::value, kSeqIdx, kPair>
+              fwd_channel_first_kernel<T, kWidth, kV, decltype(OutVec)::value, decltype(S)::value, kSeqIdx, kPair>
                   <<<blocks, tune.threads, 0, stream>>>(p, g);
               return launch_status();
             });

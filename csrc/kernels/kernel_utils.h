@@ -430,6 +430,29 @@ CC_EDGE_FN Packed<T, kC> load_row_edge(const T* x, const T* init, int64_t L, int
   return v;
 }
 
+// The kV elements that start kV - s elements into `prev` and run on into `cur` (16-byte vectors,
+// 0 <= s < kV at run time): prev's last s elements, then cur's first kV - s. A vector of another
+// vector phase than the two it is cut from. The word shift is two stages of selects between
+// named words (an array indexed through selects went to scratch memory on AMD), the bit shift a
+// funnel shift of adjacent words.
+template <typename T, int kV>
+__device__ __forceinline__ Packed<T, kV> realign_packed(const Packed<T, kV>& prev, const Packed<T, kV>& cur, int s) {
+  static_assert(Packed<T, kV>::kWords == 4, "16-byte vectors");
+  if (s == 0) return cur;
+  const int bits = (kV - s) * int(sizeof(T)) * 8;  // 8 .. 120
+  const bool by2 = (bits / 32) & 2, by1 = (bits / 32) & 1;
+  const int bs = bits % 32;
+  const uint32_t a0 = prev.w[0], a1 = prev.w[1], a2 = prev.w[2], a3 = prev.w[3];
+  const uint32_t a4 = cur.w[0], a5 = cur.w[1], a6 = cur.w[2], a7 = cur.w[3];
+  const uint32_t b0 = by2 ? a2 : a0, b1 = by2 ? a3 : a1, b2 = by2 ? a4 : a2, b3 = by2 ? a5 : a3, b4 = by2 ? a6 : a4,
+                 b5 = by2 ? a7 : a5;
+  const uint32_t c0 = by1 ? b1 : b0, c1 = by1 ? b2 : b1, c2 = by1 ? b3 : b2, c3 = by1 ? b4 : b3, c4 = by1 ? b5 : b4;
+  auto funnel = [bs](uint32_t lo, uint32_t hi) { return uint32_t(((uint64_t(hi) << 32) | lo) >> bs); };
+  Packed<T, kV> r;
+  r.w[0] = funnel(c0, c1), r.w[1] = funnel(c1, c2), r.w[2] = funnel(c2, c3), r.w[3] = funnel(c3, c4);
+  return r;
+}
+
 // Position (in elements) of ptr within its 16-byte block: the first vector of a row starts that
 // many elements before the row, so every vector access is aligned.
 template <typename T, int kV>

@@ -60,6 +60,8 @@ struct FwdCfTuning {
   bool seq_mask_pair;  // seq_idx: a misaligned row's vectors load the two mask vectors their bytes
                        // straddle in the ring (2 more registers a slot); else they read them byte
                        // by byte when computed
+  bool realign_seq;    // seq_idx, out in another vector phase than x: out's vectors realigned by a
+                       // shuffle (as the kernels without seq_idx do); else stored element by element
 };
 
 __host__ __device__ constexpr FwdCfTuning fwd_cf_tuning(ArchFamily f) {
@@ -87,25 +89,33 @@ __host__ __device__ constexpr FwdCfTuning fwd_cf_tuning(ArchFamily f) {
     // Rows misaligned (x 3 elements into wider rows, 8 sequences a row): 152 us without seq_idx,
     // 284 with the masks of their vectors read byte by byte, 186 with both mask vectors loaded in
     // the ring (seq_mask_pair; 64 registers, no spills).
-    case ArchFamily::kNvidia: return {128, 8, 8, 24, 24, 1, 1, 2, 2, false, true};
+    // out in another vector phase than x (x a slice of longer rows, out dense): realigned by a
+    // shuffle and a funnel shift (fwd_channel_first.hip), 64 registers, no spills: bf16 (8, 4096,
+    // 4096), x 1 element into wider rows, 157.7 us (225.0 in the seq_idx kernels' form; 151.1 with
+    // out in x's phase) against 405.9 with an element a thread before; each lane storing its
+    // vector's elements (realign_seq false) 562-587.
+    case ArchFamily::kNvidia: return {128, 8, 8, 24, 24, 1, 1, 2, 2, false, true, true};
     // RDNA needs ~10 KB per CU: 2 loads ahead x 16 B x 32 lanes x >= 12 waves/SIMD x 2 SIMDs =
     // 24 KB. 12 waves/SIMD caps VGPRs at 128 (the floor the compile report checks; the kernels
     // need ~82; the seq_idx kernels, with a mask byte a position beside the data, up to 91 with
     // both mask vectors of a misaligned row's vectors in the ring: seq_mask_pair).
     // Nontemporal stores keep the output stream from evicting x's halo lines from the Infinity
     // Cache / L2.
-    case ArchFamily::kRdna4: return {128, 12, 12, 16, 16, 2, 2, 0, 0, true, true};
-    case ArchFamily::kRdna3: return {128, 12, 12, 16, 16, 2, 2, 0, 0, true, true};
+    // The realigning kernels (out in another phase than x) take up to 91 VGPRs, as the others.
+    case ArchFamily::kRdna4: return {128, 12, 12, 16, 16, 2, 2, 0, 0, true, true, true};
+    case ArchFamily::kRdna3: return {128, 12, 12, 16, 16, 2, 2, 0, 0, true, true, true};
     // gfx942: 6 waves/SIMD (the floor) allow 80 VGPRs, and a ring of 2 spilled in the fp16
     // kernels: 1 ahead (plus the one being computed) x 16 B x 64 lanes x 6 waves x 4 SIMDs =
     // 24-48 KB per CU against the ~30-40 KB needed. 128 threads are 2 waves, each its own strip.
     // The seq_idx kernels fit the same 80 (no spills) because their edge and misaligned vectors
     // read their mask bytes in a loop when computed: unrolled in the ring, the byte loads'
     // addresses spilled 3-13 VGPRs, and both mask vectors of a misaligned row's vectors in the
-    // ring (seq_mask_pair) 12.
-    case ArchFamily::kCdna: return {128, 6, 6, 16, 16, 1, 1, 0, 0, true, false};
+    // ring (seq_mask_pair) 12. With out in another phase than x, the seq_idx kernels store it
+    // element by element: realigning it spilled 1-7 VGPRs in the fp16 kernels (those without
+    // seq_idx realign it, no spills).
+    case ArchFamily::kCdna: return {128, 6, 6, 16, 16, 1, 1, 0, 0, true, false, false};
   }
-  return {128, 8, 8, 24, 24, 1, 1, 2, 2, false, true};
+  return {128, 8, 8, 24, 24, 1, 1, 2, 2, false, true, true};
 }
 
 // The row a forward kernel is compiled with: the seq_idx kernels take their own occupancy.

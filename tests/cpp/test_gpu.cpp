@@ -93,7 +93,7 @@ std::vector<FwdGpuParam> gpu_fwd_cases() {
     v.push_back({c, 3, 3});  // rows start misaligned, same for x and out: peeled vectors
   }
   Case c = cc_test::fwd_cases()[1];
-  v.push_back({c, 1, 2});  // x and out misaligned differently: element path
+  v.push_back({c, 1, 2});  // x and out misaligned differently: out stored element by element
   // The kernels' own edges. Channel-first: row lengths with every tail modulo the vector (8 or 4
   // elements), rows of one warp iteration, rows that need several strips (a strip is at most 32
   // warp iterations on NVIDIA, 16 on AMD: 8192 / 4096 bf16 elements) whose boundaries fall mid-row, with states and
@@ -104,6 +104,10 @@ std::vector<FwdGpuParam> gpu_fwd_cases() {
       const int64_t dim = L > 4096 ? 2 : 3;
       v.push_back({{t, DType::kFloat32, 4, false, true, true, L % 2 == 0, false, 2, dim, L}, 0, 0});
       v.push_back({{t, DType::kFloat32, 3, false, true, true, false, true, 2, dim, L}, 3, 3});
+      // out in another vector phase than x (out's vectors realigned from x's; the phase offset
+      // takes most values over the lengths), with states or seq_idx
+      v.push_back(
+          {{t, DType::kFloat32, 4, false, true, true, L % 2 == 1, L % 2 == 0, 2, dim, L}, int(1 + L % 4), int(L % 3)});
     }
   // Channel-last: dims not divisible by the channel vector (4 of 16-bit, 2 of fp32), rows that
   // span several time chunks (32 steps), misaligned starts.

@@ -221,6 +221,21 @@ def test_noncontiguous_inputs(device):
     assert_close(out, conv_ref(x, w, bias, seq_idx=seq_idx, silu=True)[0], torch.float32)
 
 
+@pytest.mark.parametrize("xtype", [torch.bfloat16, torch.float32], ids=dtype_id)
+@pytest.mark.parametrize("offset", [1, 3, 6])
+@pytest.mark.parametrize("seqlen", [37, 13000])
+def test_x_slice_of_longer_rows(device, xtype, offset, seqlen):
+    # x a window of longer channel-first rows, so its rows sit at another 16-byte phase than those
+    # of the dense output: the GPU kernel realigns its output vectors (strip boundaries included at
+    # 13000 positions).
+    base = torch.randn(2, 3, seqlen + 9, dtype=xtype, device=device)
+    x = base[:, :, offset : offset + seqlen]
+    w, b = _params(3, 4, xtype, device)
+    out = causal_conv1d_fn(x, w, b, activation="silu")
+    assert out.is_contiguous()
+    assert_close(out, conv_ref(x, w, b, silu=True)[0], xtype)
+
+
 def test_neither_layout_is_copied(device):
     # stride(1) != 1 and stride(2) != 1: made contiguous in Python, as upstream does.
     base = torch.randn(2, 16, 40, device=device)
