@@ -349,7 +349,10 @@ __host__ __device__ constexpr UpdateTuning update_tuning(ArchFamily f) {
     // would leave most SMs idle in this latency-bound case. 64 grid rows x 64 blocks fill the
     // device from batch 16 on; each thread then handles up to batch / 64 rows. 8 bytes of
     // channels per thread (half the blocks) measured no better on the H200: 2.10 / 2.60 / 4.45 /
-    // 12.67 us against 1.90 / 2.47 / 4.56 / 12.15 at batch 1 / 16 / 64 / 256.
+    // 12.67 us against 1.90 / 2.47 / 4.56 / 12.15 at batch 1 / 16 / 64 / 256. More resident
+    // blocks do not help either (bench.py --quick --only update, two runs alike): 20 blocks (46
+    // registers) 1.92 / 2.45 / 4.54 / 12.16 us, 24 (40 registers, 8 bytes of spills) 1.90 / 2.45 /
+    // 4.81 / 13.15, against 1.88 / 2.43 / 4.51 / 12.02 at 16.
     case ArchFamily::kNvidia: return {64, 16, 64};
     // wave32: 64 threads = 2 waves per block, 64 blocks for 64 CUs at dim 8192, batch 1.
     case ArchFamily::kRdna4: return {64, 12, 64};
