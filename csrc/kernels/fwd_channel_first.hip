@@ -81,13 +81,14 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
   // also the next one when its row is misaligned (its bytes straddle the two). Other vectors read
   // theirs byte by byte when computed (in the ring, the byte loads' addresses made the gfx942
   // kernels spill).
-  constexpr int kMWords = kSeqIdx ? (kV + 3) / 4 : 1;
-  constexpr int kMPair = kSeqIdx && kV >= 4 && kMaskPair && kTune.seq_mask_pair ? 2 : 1;
+  constexpr int kMWords = kSeqIdx ? kV / 4 : 1;
+  constexpr int kMPair = kSeqIdx && kMaskPair && kTune.seq_mask_pair ? 2 : 1;
   // out in another vector phase than x (the top of the file): realigned, with lane 0's outputs of
   // the previous iteration carried (kCarry) or its elements stored; or stored element by element.
   constexpr bool kRealign = !kSeqIdx || kTune.realign_seq;
   constexpr bool kCarry = !kSeqIdx;
   static_assert(kTune.threads % kWarpSize == 0, "a block must consist of whole warps");
+  static_assert(kV * int(sizeof(T)) == 16, "16-byte vectors (kV a multiple of 4: whole words of mask bytes)");
 
   const int lane = threadIdx.x % kWarpSize;
   const uint32_t strip_id = blockIdx.x * (kTune.threads / kWarpSize) + threadIdx.x / kWarpSize;
@@ -146,7 +147,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
     } else {
       v = load_edge<T, kV, kHalo>(x, L, init, p.init_l_stride, q0);
     }
-    if constexpr (kSeqIdx && kV >= 4) {
+    if constexpr (kSeqIdx) {
       if (full && (kMPair == 2 || mo == 0)) {  // (seq_mask_row leaves room past seqlen)
         load_run<kV>(masks + q0 - mo, mk[0]);
         if (kMPair == 2 && mo != 0) load_run<kV>(masks + q0 - mo + kV, mk[kMPair - 1]);
@@ -162,8 +163,8 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
     // The masks of the own positions: from the ring (load) or, for the other vectors, read now.
     uint32_t mk[kMWords];
     if constexpr (kSeqIdx) {
-      if (kV >= 4 && whole(it) && (kMPair == 2 || mo == 0)) {
-        if constexpr (kV >= 4) straddled_masks<kV>(ring_masks[0], ring_masks[kMPair - 1], kMPair == 1 ? 0 : mo, mk);
+      if (whole(it) && (kMPair == 2 || mo == 0)) {
+        straddled_masks<kV>(ring_masks[0], ring_masks[kMPair - 1], kMPair == 1 ? 0 : mo, mk);
       } else {
         const int64_t q0 = qbase + it * kStep;
         uint64_t v = 0;
@@ -222,12 +223,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
       // row are 0: not clean).
       constexpr uint32_t kTest = kSeqPadBit | ((1u << kHalo) - 1), kWant = (1u << kHalo) - 1;
       bool clean = true;
-      static_for<kMWords>([&](auto j) {
-        constexpr int kN = kV - 4 * decltype(j)::value < 4 ? kV - 4 * decltype(j)::value : 4;
-        constexpr uint32_t kBytes = kN == 4 ? 0x01010101u : kN == 2 ? 0x0101u : 1u;
-        static_assert(kN == 4 || kN == 2 || kN == 1, "vectors of 1, 2 or a multiple of 4 elements");
-        clean &= (mk[j] & kTest * kBytes) == kWant * kBytes;
-      });
+      static_for<kMWords>([&](auto j) { clean &= (mk[j] & kTest * 0x01010101u) == kWant * 0x01010101u; });
       if (warp_all(clean)) {
         res = compute(BoolC<false>{});
       } else {
@@ -362,7 +358,7 @@ int launch_fwd_channel_first(const FwdParams& p, const uint8_t* masks, int64_t m
       constexpr int kV = kVec16<T>;  // 16-byte vectors
       constexpr int kVBytes = kV * int(sizeof(T));
       // out stored as vectors when its rows share x's alignment (then one peel fits both);
-      // otherwise element by element.
+      // otherwise realigned from x's (the top of the file).
       const bool out_vec = same_vector_phase(p.x, p.out, sizeof(T), kV, {p.x_batch_stride, p.x_c_stride},
                                              {p.out_batch_stride, p.out_c_stride});
       // Every x row starts aligned: no row needs the extra peeled vector.
@@ -394,9 +390,8 @@ int launch_fwd_channel_first(const FwdParams& p, const uint8_t* masks, int64_t m
           const bool pair = kSeqIdx && !aligned && tune.seq_mask_pair;
           return dispatch_bool(p.silu, [&](auto S) {
             return dispatch_bool(pair, [&](auto P) {
-              constexpr bool kPair = decltype(P)::value && kSeqIdx && kV >= 4;
-              fwd_channel_first_kernel<T, kWidth, kV, decltype(OutVec)::value, decltype(S)::value, kSeqIdx, kPair>
-                  <<<blocks, tune.threads, 0, stream>>>(p, g);
+              fwd_channel_first_kernel<T, kWidth, kV, decltype(OutVec)::value, decltype(S)::value, kSeqIdx,
+                                       decltype(P)::value && kSeqIdx><<<blocks, tune.threads, 0, stream>>>(p, g);
               return launch_status();
             });
           });
