@@ -27,7 +27,12 @@ weight's/bias's dtype, as upstream does.
 """
 
 from causal_conv1d import _core
-from causal_conv1d._ops import ops
+from causal_conv1d._ops import _eager, ops
+
+# The out-taking forms call the eager entry without a frame between (see causal_conv1d/_core.py).
+_dynamo_tracing = _core.dynamo_tracing
+_eager_fwd = _eager.fwd
+_eager_update = _eager.update
 
 _FWD_FORMS = {
     4: ("x", "weight", "bias", "silu_activation"),
@@ -69,7 +74,10 @@ def _bind(name, forms, args, kwargs):
 
 def causal_conv1d_fwd(*args, **kwargs):
     if len(args) == 8 and not kwargs:  # the out-taking form fused callers run per step: no binding
-        _core.fwd_into(_core.kernel_layout(args[0])[0], *args[1:])
+        if _dynamo_tracing():
+            _core.fwd_any_layout(*args)
+        else:
+            _eager_fwd(*args)  # (any strides of x: the entry lays it out as _core.kernel_layout does)
         return None
     n, a = _bind("causal_conv1d_fwd", _FWD_FORMS, args, kwargs)
     x, channel_last = _core.kernel_layout(a["x"])
@@ -97,7 +105,7 @@ def causal_conv1d_bwd(*args, **kwargs):
 
 def causal_conv1d_update(*args, **kwargs):
     if len(args) == 8 and not kwargs:  # the out-taking form (decode loops): no binding
-        _core.update_into(*args)
+        (_core.update_into if _dynamo_tracing() else _eager_update)(*args)
         return None
     n, a = _bind("causal_conv1d_update", _UPDATE_FORMS, args, kwargs)
     args = (a["x"], a["conv_state"], a["weight"], a["bias"])

@@ -72,29 +72,37 @@ class CMakeExtension(Extension):
 
 
 class CMakeBuild(build_ext):
+    """One CMake configure per build; each extension is its CMake target of the same name (_C, the
+    op library; _eager, the eager entry), written where setuptools expects it."""
+
     def build_extension(self, ext):
         if shutil.which("cmake") is None:
             raise RuntimeError("causal-conv1d needs CMake >= 3.21 on PATH to build")
         ext_path = Path(self.get_ext_fullpath(ext.name)).resolve()
         build_dir = Path(setting("CAUSAL_CONV1D_BUILD_DIR") or default_build_dir())
-        configure = [
-            "cmake", "-S", str(ROOT), "-B", str(build_dir),
-            f"-DCAUSAL_CONV1D_PYTHON={sys.executable}",
-            f"-DCAUSAL_CONV1D_EXT_OUTPUT_DIR={ext_path.parent}",
-            f"-DCAUSAL_CONV1D_EXT_FILENAME={ext_path.name}",
-            *cmake_setting_args(),
-        ]
-        if not (build_dir / "CMakeCache.txt").exists() and shutil.which("ninja"):
-            configure += ["-G", "Ninja"]
+        if not getattr(self, "_cmake_configured", False):
+            op_library = Path(self.get_ext_fullpath("causal_conv1d._C")).resolve()
+            configure = [
+                "cmake", "-S", str(ROOT), "-B", str(build_dir),
+                f"-DCAUSAL_CONV1D_PYTHON={sys.executable}",
+                f"-DCAUSAL_CONV1D_EXT_OUTPUT_DIR={op_library.parent}",
+                f"-DCAUSAL_CONV1D_EXT_FILENAME={op_library.name}",
+                *cmake_setting_args(),
+            ]
+            if not (build_dir / "CMakeCache.txt").exists() and shutil.which("ninja"):
+                configure += ["-G", "Ninja"]
+            subprocess.run(configure, check=True)
+            self._cmake_configured = True
+        if ext_path.parent != Path(self.get_ext_fullpath("causal_conv1d._C")).resolve().parent:
+            raise RuntimeError(f"causal-conv1d: {ext.name} is expected beside the op library, not in {ext_path.parent}")
         jobs = setting("MAX_JOBS") or str(os.cpu_count() or 1)
         build = ["cmake", "--build", str(build_dir), "--parallel", jobs]
         if setting("CAUSAL_CONV1D_BUILD_TESTS") in ("", "0"):
-            build += ["--target", "_C"]
-        subprocess.run(configure, check=True)
+            build += ["--target", ext.name.rsplit(".", 1)[1]]
         subprocess.run(build, check=True)
 
 
 setup(
-    ext_modules=[CMakeExtension("causal_conv1d._C")],
+    ext_modules=[CMakeExtension("causal_conv1d._C"), CMakeExtension("causal_conv1d._eager")],
     cmdclass={"build_ext": CMakeBuild},
 )

@@ -7,6 +7,12 @@ the host spends per call; an eager caller pays that or the GPU's time per launch
 longer); `batch 0` rows run the op's argument checks and return before any launch, so the
 difference to the full call is the launch.
 
+With `--peer`, the extension-level calls into a given out (`causal_conv1d_cuda.causal_conv1d_fwd`
+and `causal_conv1d_update`, the calls fused layers and decode loops make) are also timed in one
+process, ours and upstream's compiled module (loaded from the prefix by file, beside our
+`causal_conv1d_cuda`) in alternating bursts: the host's speed drifts between processes by up to
+2x, so only these rows compare the two at the same moment ("same process" rows and their ratio).
+
 `--cpp` adds rows timed by a loop in C++ (a probe compiled with torch.utils.cpp_extension, so it
 needs a host compiler): the same ops called through the C++ dispatcher with no Python in the
 loop, which separates what Python's `torch.ops` call costs from what the op itself costs.
@@ -15,8 +21,11 @@ loop, which separates what Python's `torch.ops` call costs from what the op itse
 """
 
 import argparse
+import glob
 import importlib
+import importlib.util
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -74,7 +83,7 @@ def rows_for(impl):
     def fwd_rows(layout):  # (a function, so that each layout's lambdas keep their own tensors)
         x, w, b, buf = fwd_tensors(layout)
         if impl == "ours":
-            from causal_conv1d import _core
+            from causal_conv1d import _core, _eager
             from causal_conv1d._ops import ops
 
             x0 = x[:0]
@@ -82,6 +91,8 @@ def rows_for(impl):
             op = ops.fwd.default
             out.append((f"fwd {layout} op overload, batch 0", lambda: op(x0, w, b, None, None, buf0, None, True)))
             out.append((f"fwd {layout} op overload into out", lambda: op(x, w, b, None, None, buf, None, True)))
+            out.append((f"fwd {layout} eager entry (_eager.fwd) into out",
+                        lambda: _eager.fwd(x, w, b, None, None, buf, None, True)))
             cl = layout == "cl"
             out.append((f"fwd {layout} _core.run_fwd", lambda: _core.run_fwd(x, cl, w, b, None, None, None, True)))
         out.append((f"fwd {layout} torch.empty_like(x)", lambda: torch.empty_like(x)))
@@ -105,9 +116,15 @@ def rows_for(impl):
         xs0, state0, o0 = xs[:0], state[:0], o[:0]
         out.append(("update B=1 op overload, batch 0", lambda: op(xs0, state0, w, b, o0, True, None, None)))
         out.append(("update B=1 op overload into out", lambda: op(xs, state, w, b, o, True, None, None)))
+        from causal_conv1d import _eager
+
+        out.append(("update B=1 eager entry (_eager.update) into out",
+                    lambda: _eager.update(xs, state, w, b, o, True, None, None)))
         fop = ops.update_functional.default
         out.append(("update B=1 functional op overload (allocates out)",
                     lambda: fop(xs, state, w, b, True, None, None)))
+        out.append(("update B=1 eager entry (_eager.update_functional, allocates out)",
+                    lambda: _eager.update_functional(xs, state, w, b, True, None, None)))
         out.append(("update B=1 torch.empty_like, then the op into it",
                     lambda: op(xs, state, w, b, torch.empty_like(xs), True, None, None)))
     out.append(("update B=1 causal_conv1d_cuda.causal_conv1d_update into out",
@@ -116,6 +133,52 @@ def rows_for(impl):
                 lambda: cc.causal_conv1d_update(xs3, state, w, b, True, None, None)))
     out.append(("update B=1 causal_conv1d_update", lambda: causal_conv1d_update(xs, state, w, b, "silu")))
     return out
+
+
+def load_peer_extension(prefix):
+    """Upstream's compiled `causal_conv1d_cuda` from its install prefix, loaded by file and not
+    entered in sys.modules, so that ours stays the importable `causal_conv1d_cuda`."""
+    paths = glob.glob(os.path.join(prefix, "causal_conv1d_cuda*.so"))
+    if not paths:
+        raise FileNotFoundError(f"no causal_conv1d_cuda*.so in {prefix}")
+    spec = importlib.util.spec_from_file_location("causal_conv1d_cuda", paths[0])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def same_process_rows(peer, calls=256, reps=41):
+    """{row: (ours us, upstream us)}: the extension-level calls into a given out, each rep timing a
+    burst of ours and then a burst of upstream's, medians over the reps."""
+    import causal_conv1d_cuda as cc
+
+    pairs = {}
+    for layout in ("cf", "cl"):
+        x, w, b, buf = fwd_tensors(layout)
+        pairs[f"fwd {layout} causal_conv1d_fwd into out"] = (
+            lambda x=x, w=w, b=b, buf=buf: cc.causal_conv1d_fwd(x, w, b, None, None, buf, None, True),
+            lambda x=x, w=w, b=b, buf=buf: peer.causal_conv1d_fwd(x, w, b, None, None, buf, None, True))
+    xs, state, w, b, o = update_tensors()
+    xs3, o3 = xs.unsqueeze(-1), o.unsqueeze(-1)
+    pairs["update B=1 causal_conv1d_update into out"] = (
+        lambda: cc.causal_conv1d_update(xs3, state, w, b, o3, True, None, None),
+        lambda: peer.causal_conv1d_update(xs3, state, w, b, o3, True, None, None))
+    res = {}
+    for name, fns in pairs.items():
+        for fn in fns:
+            for _ in range(200):
+                fn()
+        torch.cuda.synchronize()
+        times = ([], [])
+        for _ in range(reps):
+            for fn, t in zip(fns, times):
+                t0 = time.perf_counter()
+                for _ in range(calls):
+                    fn()
+                t.append((time.perf_counter() - t0) * 1e6 / calls)
+                torch.cuda.synchronize()
+        res[name] = (statistics.median(times[0]), statistics.median(times[1]))
+    return res
 
 
 # Loops over the registered ops from C++ (typed dispatcher handles), timed like per_call_us.
@@ -204,8 +267,11 @@ def cpp_rows(calls=256, reps=25):
 
     import causal_conv1d._ops  # noqa: F401  (loads the op library)
 
+    # -O2: load_inline compiles with no optimisation flag, and pybind11's argument casting at -O0
+    # made the pybind11 rows several microseconds slower than a release build is.
     probe = load_inline("causal_conv1d_host_probe", CPP_PROBE, functions=["noarg_us", "fwd_us", "update_us",
-                                                                          "empty_like_us", "fwd_call", "update_call"])
+                                                                          "empty_like_us", "fwd_call", "update_call"],
+                        extra_cflags=["-O2"])
     res = {"C++: an op with no arguments (build_config)": probe.noarg_us(calls, reps)}
     for layout in ("cf", "cl"):
         x, w, b, buf = fwd_tensors(layout)
@@ -250,12 +316,11 @@ def main():
     ours = measure("ours")
     if args.cpp:
         ours.update(cpp_rows())
-    peer = {}
+    peer, same = {}, {}
     if args.peer:
+        same = same_process_rows(load_peer_extension(args.peer))
         path = "/tmp/host_cost_peer.json"
         env = {"PYTHONPATH": args.peer}
-        import os
-
         subprocess.run([sys.executable, __file__, "--impl", "upstream", "--child-json", path], check=True,
                        env={**os.environ, **env}, cwd="/tmp")
         peer = json.load(open(path))
@@ -265,9 +330,14 @@ def main():
         p = peer.get(name, "")
         fmt = lambda t: f"{t:9.2f}" if isinstance(t, float) else f"{str(t)[:40]:>9}"
         print(f"{name:58} {fmt(v)} {fmt(p) if p != '' else ''}")
+    if same:
+        print(f"same process, alternating bursts {'':19} {'ours':>9} {'upstream':>9} {'ratio':>6}")
+        for name, (o, u) in same.items():
+            print(f"{name:58} {o:9.2f} {u:9.2f} {u / o:5.2f}x")
     if args.json:
-        json.dump({"device": torch.cuda.get_device_name(), "ours": ours, "upstream": peer}, open(args.json, "w"),
-                  indent=1)
+        json.dump({"device": torch.cuda.get_device_name(), "ours": ours, "upstream": peer,
+                   "same_process": {k: {"ours": o, "upstream": u} for k, (o, u) in same.items()}},
+                  open(args.json, "w"), indent=1)
 
 
 if __name__ == "__main__":

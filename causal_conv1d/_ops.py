@@ -12,20 +12,25 @@ import torch
 _here = os.path.dirname(os.path.abspath(__file__))
 
 
-def _find_library():
-    # Built per interpreter (the name carries Python's extension suffix), loaded with ctypes.
-    path = os.path.join(_here, "_C" + sysconfig.get_config_var("EXT_SUFFIX"))
+def _find_binary(name, what):
+    # Built per interpreter (the name carries Python's extension suffix).
+    path = os.path.join(_here, name + sysconfig.get_config_var("EXT_SUFFIX"))
     if not os.path.exists(path):
         raise ImportError(
-            f"causal_conv1d: the compiled op library {os.path.basename(path)} is missing in {_here}. "
+            f"causal_conv1d: {what} {os.path.basename(path)} is missing in {_here}. "
             "Build it with `pip install --no-build-isolation .` (or `-e .`) using this Python."
         )
     return path
 
 
-LIBRARY_PATH = _find_library()
+LIBRARY_PATH = _find_binary("_C", "the compiled op library")
 torch.ops.load_library(LIBRARY_PATH)
 ops = torch.ops.causal_conv1d
+
+# The eager entry (csrc/python/eager.cpp): fast-call functions for the per-step ops, bound (by
+# causal_conv1d/_core.py, which also decides when they are used) to what they fall back to.
+_find_binary("_eager", "the compiled eager entry")
+from causal_conv1d import _eager  # noqa: E402,F401  (after the op library: bind() looks its ops up)
 
 
 def build_config():

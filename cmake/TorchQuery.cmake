@@ -4,8 +4,9 @@
 #
 # In:  CAUSAL_CONV1D_PYTHON (defaults to the first python3 on PATH)
 # Out: TORCH_VERSION, TORCH_HIP_VERSION, TORCH_CUDA_VERSION, TORCH_INCLUDE_DIRS,
-#      TORCH_LIBRARY_DIR, TORCH_CXX11_ABI, PYTHON_EXT_SUFFIX, TORCH_PARALLEL_BACKEND,
-#      TORCH_OPENMP_LIBRARY, and the targets causal_conv1d::torch and causal_conv1d::torch_parallel
+#      TORCH_LIBRARY_DIR, TORCH_CXX11_ABI, PYTHON_EXT_SUFFIX, PYTHON_INCLUDE_DIR,
+#      TORCH_PARALLEL_BACKEND, TORCH_OPENMP_LIBRARY, and the targets causal_conv1d::torch,
+#      causal_conv1d::torch_python and causal_conv1d::torch_parallel
 
 if(NOT CAUSAL_CONV1D_PYTHON)
   unset(CAUSAL_CONV1D_PYTHON CACHE)  # an empty cache entry would stop find_program from searching
@@ -37,6 +38,7 @@ string(REPLACE "|" ";" TORCH_INCLUDE_DIRS "${_torch_include_dirs}")
 set(TORCH_LIBRARY_DIR "${_torch_library_dir}")
 set(TORCH_CXX11_ABI "${_torch_cxx11_abi}")
 set(PYTHON_EXT_SUFFIX "${_torch_ext_suffix}")
+set(PYTHON_INCLUDE_DIR "${_torch_python_include_dir}")
 set(TORCH_PARALLEL_BACKEND "${_torch_parallel}")
 
 # The C++ headers ship in a separate package on some distributions (Debian/Ubuntu: python3-torch
@@ -71,6 +73,23 @@ target_include_directories(causal_conv1d_torch SYSTEM INTERFACE ${TORCH_INCLUDE_
 target_compile_definitions(causal_conv1d_torch INTERFACE _GLIBCXX_USE_CXX11_ABI=${TORCH_CXX11_ABI})
 target_link_libraries(causal_conv1d_torch INTERFACE
   ${TORCH_torch_LIBRARY} ${TORCH_torch_cpu_LIBRARY} ${TORCH_c10_LIBRARY})
+
+# What a CPython extension module built against torch needs on top (causal_conv1d._eager): Python's
+# headers and libtorch_python (THPVariable, torch's error translation). Python's own symbols come
+# from the interpreter that imports the module, so libpython is not linked.
+find_library(TORCH_torch_python_LIBRARY NAMES torch_python PATHS "${TORCH_LIBRARY_DIR}" NO_DEFAULT_PATH)
+if(NOT TORCH_torch_python_LIBRARY)
+  message(FATAL_ERROR "causal-conv1d: libtorch_python.so not found in ${TORCH_LIBRARY_DIR}")
+endif()
+if(NOT EXISTS "${PYTHON_INCLUDE_DIR}/Python.h")
+  message(FATAL_ERROR
+    "causal-conv1d: Python.h is not in ${PYTHON_INCLUDE_DIR}, the header directory of ${CAUSAL_CONV1D_PYTHON}. "
+    "Install Python's development headers (Debian/Ubuntu: python3-dev).")
+endif()
+add_library(causal_conv1d_torch_python INTERFACE)
+add_library(causal_conv1d::torch_python ALIAS causal_conv1d_torch_python)
+target_include_directories(causal_conv1d_torch_python SYSTEM INTERFACE "${PYTHON_INCLUDE_DIR}")
+target_link_libraries(causal_conv1d_torch_python INTERFACE causal_conv1d_torch ${TORCH_torch_python_LIBRARY})
 
 # at::parallel_for is a header template. With ATen's OpenMP backend it parallelises only in code
 # compiled with OpenMP (#pragma omp parallel under _OPENMP); compiled without, it runs the whole

@@ -1,6 +1,6 @@
 """What the build needs of the PyTorch in use, as key=value lines for cmake/TorchQuery.cmake:
 version, HIP and CUDA versions, include directories, library directory, C++ ABI, extension
-suffix, ATen's parallel backend and the OpenMP runtime libtorch_cpu.so uses.
+suffix, Python's header directory, ATen's parallel backend and the OpenMP runtime libtorch_cpu.so uses.
 
     <python> cmake/torch_query.py
 
@@ -86,6 +86,7 @@ def query():
         "library_dir": library_dir,
         "cxx11_abi": str(int(torch._C._GLIBCXX_USE_CXX11_ABI)),
         "ext_suffix": sysconfig.get_config_var("EXT_SUFFIX"),
+        "python_include_dir": sysconfig.get_paths()["include"],
         "parallel": parallel_backend(info),
         "openmp_library": os.path.realpath(omp) if omp else "",
         "openmp_mapped": "|".join(mapped),

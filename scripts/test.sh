@@ -69,6 +69,8 @@ from causal_conv1d._ops import LIBRARY_PATH, build_config
 from causal_conv1d._binary import gpu_archs
 assert os.path.dirname(causal_conv1d.__file__).startswith(os.getcwd()), causal_conv1d.__file__
 assert causal_conv1d_cuda.__file__.startswith(os.getcwd()), causal_conv1d_cuda.__file__
+from causal_conv1d import _eager  # the eager entry, built beside the op library
+assert _eager.__file__.startswith(os.getcwd()), _eager.__file__
 cfg = build_config()
 print(f"wheel: causal_conv1d {causal_conv1d.__version__} from {os.path.dirname(causal_conv1d.__file__)}")
 print(f"backend={cfg['backend']} gpu_archs={cfg['gpu_archs']} AMD code objects={gpu_archs(LIBRARY_PATH)}")
