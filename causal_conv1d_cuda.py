@@ -33,6 +33,8 @@ from causal_conv1d._ops import _eager, ops
 _dynamo_tracing = _core.dynamo_tracing
 _eager_fwd = _eager.fwd
 _eager_update = _eager.update
+_eager_update_functional = _eager.update_functional
+_NONES = ((None, None), (None,), ())  # cache_seqlens, conv_state_indices left out of a 5- or 6-argument call
 
 _FWD_FORMS = {
     4: ("x", "weight", "bias", "silu_activation"),
@@ -104,9 +106,13 @@ def causal_conv1d_bwd(*args, **kwargs):
 
 
 def causal_conv1d_update(*args, **kwargs):
-    if len(args) == 8 and not kwargs:  # the out-taking form (decode loops): no binding
-        (_core.update_into if _dynamo_tracing() else _eager_update)(*args)
-        return None
+    if not kwargs:  # positional calls, what decode loops make: no binding
+        n = len(args)
+        if n == 8:  # into out
+            (_core.update_into if _dynamo_tracing() else _eager_update)(*args)
+            return None
+        if 5 <= n <= 7:  # returning out: update_functional's own argument order, padded with None
+            return (_core.run_update if _dynamo_tracing() else _eager_update_functional)(*args, *_NONES[n - 5])
     n, a = _bind("causal_conv1d_update", _UPDATE_FORMS, args, kwargs)
     args = (a["x"], a["conv_state"], a["weight"], a["bias"])
     if n == 8:

@@ -115,6 +115,15 @@ def test_public_calls_reach_the_entry(device, spies):
     causal_conv1d_cuda.causal_conv1d_fwd(*_fwd_args(device))
     causal_conv1d_fn(make_x(2, 16, 37, torch.float32, device, False), w, b, activation="silu")
     assert spies["fwd"].calls == 0
+    # The returning forms (5, 6 and 7 arguments): update_functional, padded with None.
+    seqlens = torch.tensor([1, 2, 5], dtype=torch.int32, device=device)
+    indices = torch.tensor([2, 0, 1], dtype=torch.int32, device=device)
+    for extra in ((), (seqlens,), (seqlens, indices)):
+        ref_state = state.clone()
+        got = causal_conv1d_cuda.causal_conv1d_update(x, state, w, b, silu, *extra)
+        want = ops.update_functional.default(x, ref_state, w, b, silu, *extra, *(None,) * (2 - len(extra)))
+        assert torch.equal(got, want) and torch.equal(state, ref_state)
+    assert spies["update_functional"].calls == 0
 
 
 def test_other_calls_fall_back_to_the_overload(device, spies):
@@ -243,7 +252,8 @@ def test_compile_traces_the_compat_forms(device):
     def f(x, w, b, out, xs, state, out_step):
         causal_conv1d_cuda.causal_conv1d_fwd(x, w, b, None, None, out, None, True)
         causal_conv1d_cuda.causal_conv1d_update(xs, state, w, b, out_step, True, None, None)
-        return out * 2, out_step + 1
+        returned = causal_conv1d_cuda.causal_conv1d_update(xs, state, w, b, True)
+        return out * 2, out_step + 1, returned - 1
 
     ref_fwd, ref_upd = _clone(fwd_args), _clone(upd_args)
     compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
