@@ -25,8 +25,8 @@
 //
 // States (initial_states, dinitial_states, dfinal_states) change the dx of a row's first and last
 // W - 1 positions, the dy of its first W - 1 and their dweight/dbias terms, and the dx before the
-// row (dinitial_states): a second pass (bwd_cf_states_kernel, a thread a row) recomputes those from
-// memory after the walk, which runs as without states. (Taken in the walk, as before, they made a
+// row (dinitial_states): a second pass (bwd_cf_states_kernel, a thread a row's head or tail)
+// recomputes those from memory after the walk, which runs as without states. (Taken in the walk, as before, they made a
 // row's first and last iterations edge ones, unpipelined and element-wise: +25% at (8, 4096, 4096)
 // against +7% with the pass. Rewritten after the loop by the walk's own warps: +15-17%, the code
 // after the loop ~2 iterations' worth of instructions a strip; the pass with 8 lanes a row: 12.4
@@ -65,6 +65,14 @@ __host__ __device__ constexpr int bwd_cf_vec(int esize) { return 16 / esize; }
 template <int kWidth>
 __host__ __device__ constexpr int states_vectors(int esize) {
   return (2 * (kWidth - 1) + bwd_cf_vec(esize) - 1) / bwd_cf_vec(esize);
+}
+
+// The states pass's head part (see bwd_cf_states_kernel) has work when there are initial states
+// or dinitial_states, or dfinal_states reach the row's first H positions (L < 2H); its tail part
+// when there are dfinal_states (on the host: bwd_cf_states_parts).
+__host__ __device__ inline bool states_head_needed(const BwdParams& p, int halo) {
+  return p.f.initial_states != nullptr || p.dinitial_states != nullptr ||
+         (p.dfinal_states != nullptr && p.f.seqlen < 2 * halo);
 }
 
 // dx of a vector that is not one whole store: positions outside [0, L) are dropped. Out of line on
@@ -490,25 +498,32 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   if (lane == 0) emit_partial<kWidth>(p, int64_t(b) * g.strips_per_row + strip, c, acc);
 }
 
-// The states pass (see the top of the file): a thread a (batch, channel) row, after the walk,
-// which took the inputs before the row as zeros and added nothing to the row's last dx. With
-// H = W - 1 it recomputes dy at positions 0 .. 2H - 1 with the initial states and at L - H .. L - 1,
-// stores the dx of positions -H .. H - 1 (those before the row are dinitial_states) and of
-// L - H .. L - 1 (plus dfinal_states), each summed in the walk's order, and adds the difference the
-// initial states make to the dweight/dbias terms of positions 0 .. H - 1 to the row's strip-0
-// partial (a stream-ordered add to its slot in deterministic mode, so still the same bits every
-// run). All loads are issued before any use: one memory latency a thread. kVec (rows of 16-byte
-// vectors from an aligned start, L a multiple of the vector and at least the vectors the head
-// needs): the head and tail of x and dout in whole vectors, 4 loads for 16-bit types instead of
-// 21 scalar ones, each of which a warp spreads over 32 rows.
+// The states pass (see the top of the file), after the walk, which took the inputs before a row
+// as zeros and added nothing to the row's last dx. With H = W - 1, for a (batch, channel) row:
+//  - the head part recomputes dy at positions 0 .. 2H - 1 with the initial states, stores the dx
+//    of positions -H .. H - 1 (those before the row are dinitial_states), each summed in the walk's
+//    order, and adds the difference the initial states make to the dweight/dbias terms of
+//    positions 0 .. H - 1 to the row's strip-0 partial (a stream-ordered add to its slot in
+//    deterministic mode, so still the same bits every run);
+//  - the tail part recomputes dy at L - H .. L - 1 and stores the dx of max(H, L - H) .. L - 1
+//    plus dfinal_states.
+// A thread takes one part of one row (grid y: the parts a call needs; neighbouring threads take
+// neighbouring channels, so the states' loads and stores coalesce when they are channel-contiguous):
+// the pass is a latency chain at a fifth of a wave (a thread's loads, then ~20 SiLU evaluations,
+// then the stores; ncu, bf16 (8, 4096, 4096): 11.5 us, 10% achieved occupancy, 20% of DRAM
+// bandwidth), so two shorter chains in twice the warps. All loads are issued before any use. kVec
+// (rows of 16-byte vectors from an aligned start, L a multiple of the vector and at least the
+// vectors a part needs): the head or tail of x and dout in whole vectors, 2 loads for 16-bit types
+// instead of up to 15 scalar ones, each of which a warp spreads over 32 rows.
 template <typename T, int kWidth, bool kSilu, bool kVec>
 __global__ void __launch_bounds__(bwd_cf_tuning(kTargetFamily).states_threads)
     bwd_cf_states_kernel(BwdParams p, BwdCfGrid g) {
   constexpr int kH = kWidth - 1;
   const FwdParams& f = p.f;
-  const int64_t row = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (row >= int64_t(f.batch) * f.dim) return;
-  const int64_t b = row / f.dim, c = row - b * f.dim;
+  // (batch * dim < 2^31: launch_bwd_channel_first refuses larger grids.)
+  const uint32_t row = blockIdx.x * blockDim.x + threadIdx.x;
+  if (int64_t(row) >= int64_t(f.batch) * f.dim) return;
+  const uint32_t b = g.dim_div.div(row), c = row - b * g.dim;
   const int64_t L = f.seqlen;
   const T* x = static_cast<const T*>(f.x) + b * f.x_batch_stride + c * f.x_c_stride;
   const T* dout = static_cast<const T*>(p.dout) + b * p.dout_batch_stride + c * p.dout_c_stride;
@@ -522,73 +537,89 @@ __global__ void __launch_bounds__(bwd_cf_tuning(kTargetFamily).states_threads)
   const T* dfin = p.dfinal_states == nullptr
                       ? nullptr
                       : static_cast<const T*>(p.dfinal_states) + b * p.dfinal_batch_stride + c * p.dfinal_c_stride;
+  // The parts: bwd_cf_states_parts (the host's grid) decides them the same way.
+  const bool tail = gridDim.y == 2 ? blockIdx.y == 1 : !states_head_needed(p, kH);
 
   float w[kWidth], bias;
   load_channel_weights<kWidth>(f, c, w, bias);
   auto xin = [&](int64_t q) { return to_float(row_input<T, kH>(x, L, init, f.init_l_stride, q)); };
   auto gin = [&](int64_t q) { return q >= 0 && q < L ? to_float(dout[q]) : 0.0f; };
-  // Head: x at i - H (initial states before the row), dout at i; tail: x at L - 2H + i, dout at
-  // L - H + i; dfinal_states.
-  float xh[3 * kH], gh[2 * kH], xt[2 * kH], gt[kH], fin[kH];
-  if constexpr (kVec) {
-    constexpr int kV = bwd_cf_vec(int(sizeof(T)));
-    constexpr int kN = states_vectors<kWidth>(int(sizeof(T)));  // vectors covering 2H positions
-    constexpr int kE = kN * kV;                                 // elements they hold
-    Packed<T, kV> xv[kN], gv[kN], xe[kN], ge[kN];               // head (from 0) and tail (to L)
-    static_for<kN>([&](auto j) {
-      xv[j] = load_packed<T, kV>(x + j * kV);
-      gv[j] = load_packed<T, kV>(dout + j * kV);
-      xe[j] = load_packed<T, kV>(x + L - kE + j * kV);
-      ge[j] = load_packed<T, kV>(dout + L - kE + j * kV);
-    });
-    auto at = [&](const auto& v, auto i) {  // (an array-reference parameter crashes nvcc 13)
-      constexpr int kI = decltype(i)::value;
-      return packed_elem<T, kI % kV>(v[kI / kV]);
-    };
-    static_for<kH>([&](auto i) { xh[i] = xin(int64_t(i) - kH); });  // the initial states
-    static_for<2 * kH>([&](auto i) {
-      xh[kH + i] = at(xv, i);
-      gh[i] = at(gv, i);
-      xt[i] = at(xe, Idx<kE - 2 * kH + i>{});
-    });
-    static_for<kH>([&](auto i) { gt[i] = at(ge, Idx<kE - kH + i>{}); });
-  } else {
-    static_for<3 * kH>([&](auto i) { xh[i] = xin(int64_t(i) - kH); });
-    static_for<2 * kH>([&](auto i) { gh[i] = gin(i); });
-    static_for<2 * kH>([&](auto i) { xt[i] = xin(L - 2 * kH + i); });
-    static_for<kH>([&](auto i) { gt[i] = gin(L - kH + i); });
-  }
-  static_for<kH>([&](auto i) { fin[i] = dfin == nullptr ? 0.0f : to_float(dfin[i * p.dfinal_l_stride]); });
-
   auto dy_of = [&](float gq, const float* xs) { return dy_at<kWidth, kSilu>(w, bias, gq, xs); };
-  float dyh[2 * kH], dyt[kH];  // dy at positions i (0 past the row) and L - H + i
-  static_for<2 * kH>([&](auto i) { dyh[i] = i < L ? dy_of(gh[i], xh + i) : 0.0f; });
-  static_for<kH>([&](auto i) { dyt[i] = L - kH + i >= 0 ? dy_of(gt[i], xt + i) : 0.0f; });
+  // dfinal_states at the last H positions: the tail's, and the head's where they overlap (L < 2H).
+  float fin[kH];
+  const bool with_fin = dfin != nullptr && (tail || L < 2 * kH);
+  static_for<kH>([&](auto i) { fin[i] = with_fin ? to_float(dfin[i * p.dfinal_l_stride]) : 0.0f; });
   // dx at position q from the dy at q .. q + H (0 outside the row), plus dfinal_states at the last H.
   auto dx_at = [&](int64_t q, auto dy_pos) {
     float v = 0.0f;
     static_for<kWidth>([&](auto k) { v = fmaf(w[k], dy_pos(q + kH - int64_t(k)), v); });
     return q >= L - kH ? v + fin[q - (L - kH)] : v;
   };
+  constexpr int kV = bwd_cf_vec(int(sizeof(T)));
+  constexpr int kN = states_vectors<kWidth>(int(sizeof(T)));  // vectors covering 2H positions
+  constexpr int kE = kN * kV;                                 // elements they hold
+  // Element i of kN vectors (a generic lambda: an array-reference parameter crashes nvcc 13).
+  auto at = [&](const auto& v, auto i) {
+    constexpr int kI = decltype(i)::value;
+    return packed_elem<T, kI % kV>(v[kI / kV]);
+  };
+
+  if (tail) {
+    // x at L - 2H + i, dout at L - H + i.
+    float xt[2 * kH], gt[kH];
+    if constexpr (kVec) {
+      Packed<T, kV> xe[kN], ge[kN];  // the row's last kE elements
+      static_for<kN>([&](auto j) {
+        xe[j] = load_packed<T, kV>(x + L - kE + j * kV);
+        ge[j] = load_packed<T, kV>(dout + L - kE + j * kV);
+      });
+      static_for<2 * kH>([&](auto i) { xt[i] = at(xe, Idx<kE - 2 * kH + i>{}); });
+      static_for<kH>([&](auto i) { gt[i] = at(ge, Idx<kE - kH + i>{}); });
+    } else {
+      static_for<2 * kH>([&](auto i) { xt[i] = xin(L - 2 * kH + i); });
+      static_for<kH>([&](auto i) { gt[i] = gin(L - kH + i); });
+    }
+    float dyt[kH];  // dy at L - H + i (0 before the row)
+    static_for<kH>([&](auto i) { dyt[i] = L - kH + i >= 0 ? dy_of(gt[i], xt + i) : 0.0f; });
+    auto dy_tail = [&](int64_t pos) { return pos < L ? dyt[pos - (L - kH)] : 0.0f; };
+    static_for<kH>([&](auto i) {
+      const int64_t q = L - kH + i;
+      if (q >= kH) dx[q] = from_float<T>(dx_at(q, dy_tail));
+    });
+    return;
+  }
+
+  // Head: x at i - H (initial states before the row), dout at i.
+  float xh[3 * kH], gh[2 * kH];
+  if constexpr (kVec) {
+    Packed<T, kV> xv[kN], gv[kN];  // the row's first kE elements
+    static_for<kN>([&](auto j) {
+      xv[j] = load_packed<T, kV>(x + j * kV);
+      gv[j] = load_packed<T, kV>(dout + j * kV);
+    });
+    static_for<kH>([&](auto i) { xh[i] = xin(int64_t(i) - kH); });  // the initial states
+    static_for<2 * kH>([&](auto i) {
+      xh[kH + i] = at(xv, i);
+      gh[i] = at(gv, i);
+    });
+  } else {
+    static_for<3 * kH>([&](auto i) { xh[i] = xin(int64_t(i) - kH); });
+    static_for<2 * kH>([&](auto i) { gh[i] = gin(i); });
+  }
+  float dyh[2 * kH];  // dy at positions i (0 past the row)
+  static_for<2 * kH>([&](auto i) { dyh[i] = i < L ? dy_of(gh[i], xh + i) : 0.0f; });
   auto dy_head = [&](int64_t pos) { return pos >= 0 && pos < 2 * kH ? dyh[pos] : 0.0f; };
-  auto dy_tail = [&](int64_t pos) { return pos < L ? dyt[pos - (L - kH)] : 0.0f; };
-  // Positions -H .. H - 1 (clipped to the row) and max(H, L - H) .. L - 1.
+  // Positions -H .. H - 1 (clipped to the row).
   static_for<2 * kH>([&](auto i) {
     const int64_t q = int64_t(i) - kH;
     if (q >= L) return;
     const float v = dx_at(q, dy_head);
     if (q < 0) {
       if (dinit != nullptr) dinit[(q + kH) * p.dinit_l_stride] = from_float<T>(v);
-    } else if (init != nullptr || dfin != nullptr) {
+    } else if (init != nullptr || with_fin) {
       dx[q] = from_float<T>(v);
     }
   });
-  if (dfin != nullptr) {
-    static_for<kH>([&](auto i) {
-      const int64_t q = L - kH + i;
-      if (q >= kH) dx[q] = from_float<T>(dx_at(q, dy_tail));
-    });
-  }
   if (init == nullptr) return;
   // The initial states' part of the dweight/dbias terms of positions 0 .. H - 1.
   float acc[kWidth + 1] = {};
@@ -600,7 +631,7 @@ __global__ void __launch_bounds__(bwd_cf_tuning(kTargetFamily).states_threads)
     acc[kWidth] += dt - dz;
     static_for<kWidth>([&](auto k) { acc[k] = fmaf(-dz, xz[k], fmaf(dt, xh[i + k], acc[k])); });
   });
-  const int64_t slot = b * g.strips_per_row;
+  const int64_t slot = int64_t(b) * g.strips_per_row;
   if (p.deterministic) {
     float* dst = p.workspace + (slot * f.dim + c) * (kWidth + 1);
     static_for<kWidth + 1>([&](auto k) { dst[k] += acc[k]; });
@@ -683,9 +714,11 @@ int launch_bwd_channel_first(const BwdParams& p, const DeviceDesc& dev, Stream s
         constexpr int kV = bwd_cf_vec(int(sizeof(T)));
         const bool vec =
             g.kv > 1 && g.aligned && f.seqlen % kV == 0 && f.seqlen >= states_vectors<kWidth>(int(sizeof(T))) * kV;
+        // Grid y: the parts with work (head, tail or both; the kernel tells which it runs the same way).
+        const unsigned parts = (states_head_needed(p, kWidth - 1) ? 1u : 0u) + (p.dfinal_states != nullptr ? 1u : 0u);
         return dispatch_bool(vec, [&](auto V) {
           bwd_cf_states_kernel<T, kWidth, decltype(S)::value, decltype(V)::value>
-              <<<ceil_div_u(f.batch * f.dim, tune.states_threads), tune.states_threads, 0, stream>>>(p, g);
+              <<<dim3(ceil_div_u(f.batch * f.dim, tune.states_threads), parts), tune.states_threads, 0, stream>>>(p, g);
           return launch_status();
         });
       });

@@ -189,9 +189,10 @@ struct BwdCfTuning {
   int l2_ahead;        // NVIDIA: iterations past the ring whose x and dout lines are prefetched to
                        // L2 (no registers held; the ring's loads then wait on L2, not DRAM)
   bool nt_store;       // AMD: nontemporal stores for dx (written once, never read back)
-  int states_threads;  // block size of the states pass (a thread a row; neighbouring threads take
-                       // neighbouring channels, so the states' loads and stores coalesce when
-                       // they are channel-contiguous, as upstream's callers allocate them)
+  int states_threads;  // block size of the states pass (a thread a row's head or tail;
+                       // neighbouring threads take neighbouring channels, so the states' loads
+                       // and stores coalesce when they are channel-contiguous, as upstream's
+                       // callers allocate them)
 };
 
 __host__ __device__ constexpr BwdCfTuning bwd_cf_tuning(ArchFamily f) {

@@ -65,13 +65,14 @@ def test_grads_dtypes_widths_layouts(device, xtype, wtype, width, channel_last, 
     check_grads(x, w, b, silu=silu)
 
 
-@pytest.mark.parametrize("seqlen", [1, 2, 3, 129, 1030])
+@pytest.mark.parametrize("seqlen", [1, 2, 3, 129, 1024, 1030])
 @pytest.mark.parametrize("channel_last", LAYOUTS, ids=LAYOUT_IDS)
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("xtype", DTYPES, ids=dtype_id)
 def test_grads_with_states(device, xtype, width, channel_last, seqlen):
     # dinitial_states and dfinal_states, also when seqlen < width - 1 (the final states then
-    # include initial states, so dfinal flows into dinitial_states).
+    # include initial states, so dfinal flows into dinitial_states); 1024: whole 16-byte vectors,
+    # the channel-first states pass's vector loads.
     x = make_x(2, 24, seqlen, xtype, device, channel_last)
     w = torch.randn(24, width, device=device) * 0.5
     b = torch.randn(24, device=device)
@@ -80,12 +81,24 @@ def test_grads_with_states(device, xtype, width, channel_last, seqlen):
 
 
 # 6501 positions: channel-first rows of several strips on a GPU that start misaligned, so the states
-# pass takes its element path (its vector loads need aligned rows of whole vectors).
-@pytest.mark.parametrize("seqlen", [40, 6501])
+# pass takes its element path (its vector loads need aligned rows of whole vectors). 2 and 5: the
+# last width - 1 positions reach into the first width - 1 (the pass's head part takes dfinal_states
+# there too).
+@pytest.mark.parametrize("seqlen", [2, 5, 40, 6501])
 @pytest.mark.parametrize("channel_last", LAYOUTS, ids=LAYOUT_IDS)
 def test_grads_final_states_only(device, channel_last, seqlen):
     x = make_x(2, 16, seqlen, torch.float32, device, channel_last)
     check_grads(x, torch.randn(16, 4, device=device), torch.randn(16, device=device), final=True)
+
+
+# initial_states with their gradient and no final states: the channel-first states pass's head
+# part alone (5: shorter than 2 (width - 1); 40: whole vectors; 6501: misaligned rows).
+@pytest.mark.parametrize("seqlen", [5, 40, 6501])
+@pytest.mark.parametrize("channel_last", LAYOUTS, ids=LAYOUT_IDS)
+def test_grads_initial_states_only(device, channel_last, seqlen):
+    x = make_x(2, 16, seqlen, torch.bfloat16, device, channel_last)
+    init = torch.randn(2, 3, 16, dtype=torch.bfloat16, device=device).transpose(1, 2)
+    check_grads(x, torch.randn(16, 4, device=device) * 0.5, torch.randn(16, device=device), init=init)
 
 
 @pytest.mark.parametrize("channel_last", LAYOUTS, ids=LAYOUT_IDS)
