@@ -60,7 +60,7 @@ if(NOT _torch_header_found)
     "(its wheel ships torch/include).")
 endif()
 
-foreach(_lib c10 torch_cpu torch)
+foreach(_lib c10 torch_cpu torch torch_python)
   find_library(TORCH_${_lib}_LIBRARY NAMES ${_lib} PATHS "${TORCH_LIBRARY_DIR}" NO_DEFAULT_PATH)
   if(NOT TORCH_${_lib}_LIBRARY)
     message(FATAL_ERROR "causal-conv1d: lib${_lib}.so not found in ${TORCH_LIBRARY_DIR}")
@@ -75,12 +75,9 @@ target_link_libraries(causal_conv1d_torch INTERFACE
   ${TORCH_torch_LIBRARY} ${TORCH_torch_cpu_LIBRARY} ${TORCH_c10_LIBRARY})
 
 # What a CPython extension module built against torch needs on top (causal_conv1d._eager): Python's
-# headers and libtorch_python (THPVariable, torch's error translation). Python's own symbols come
-# from the interpreter that imports the module, so libpython is not linked.
-find_library(TORCH_torch_python_LIBRARY NAMES torch_python PATHS "${TORCH_LIBRARY_DIR}" NO_DEFAULT_PATH)
-if(NOT TORCH_torch_python_LIBRARY)
-  message(FATAL_ERROR "causal-conv1d: libtorch_python.so not found in ${TORCH_LIBRARY_DIR}")
-endif()
+# headers and libtorch_python (THPVariable, torch's error translation; found with the other
+# libraries above). Python's own symbols come from the interpreter that imports the module, so
+# libpython is not linked.
 if(NOT EXISTS "${PYTHON_INCLUDE_DIR}/Python.h")
   message(FATAL_ERROR
     "causal-conv1d: Python.h is not in ${PYTHON_INCLUDE_DIR}, the header directory of ${CAUSAL_CONV1D_PYTHON}. "
