@@ -141,6 +141,10 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
   // in front of every warp's first data request (ncu, H200, (1, 4096, 256): the warps' first stall).
   float w[kWidth][kC], bias[kC];
   auto load_weights = [&] {
+    if (whole_c) {
+      load_group_weights<kWidth, kC>(f, g.runs, c0, w, bias);
+      return;
+    }
     with_dtype(f.w_dtype, [&](auto tag) {
       using WT = typename decltype(tag)::type;
       const WT* wp = static_cast<const WT*>(f.weight);
@@ -580,6 +584,8 @@ BwdClGrid bwd_cl_grid(const BwdParams& p, const DeviceDesc& dev) {
   g.blocks = f.batch * tblocks(steps) * cblocks;
   g.slots = f.batch * tblocks(steps);
   g.ws = bwd_workspace_layout(p, g.slots);
+  // Every thread's first channel a multiple of kc (aligned rows or the element path).
+  g.runs = (aligned || g.kc == 1) ? weight_runs(f, g.kc) : WeightRuns{false, false};
   return g;
 }
 

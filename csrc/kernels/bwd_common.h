@@ -102,6 +102,7 @@ struct BwdClGrid {
   int64_t blocks;    // grid size: batch * tblocks * cblocks
   int64_t slots;     // dweight/dbias partials per channel: batch * tblocks
   BwdWorkspace ws;
+  WeightRuns runs;  // weights and bias as runs (load_group_weights) for the threads with whole vectors
 };
 BwdClGrid bwd_cl_grid(const BwdParams& p, const DeviceDesc& dev);
 int launch_bwd_channel_last(const BwdParams& p, const DeviceDesc& dev, Stream stream);

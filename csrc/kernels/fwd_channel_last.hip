@@ -47,7 +47,7 @@ struct ClGrid {
 
 template <typename T, int kWidth, int kC, bool kSilu, bool kSeqIdx>
 __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cl_tuning(kTargetFamily), kSeqIdx))
-    fwd_channel_last_kernel(FwdParams p, ClGrid g) {
+    fwd_channel_last_kernel(FwdParams p, ClGrid g, WeightRuns runs) {
   constexpr FwdClTuning kTune = fwd_cl_tuning(kTargetFamily);
   // Rows in flight: the table's bytes per thread in whole rows of this thread's vector, 1 to 4 (the
   // element-wise fallback, kC = 1, would otherwise hold 8 to 16 rows of scalar addresses).
@@ -105,18 +105,22 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cl_tuning(kTargetFamily)
   // loaded first they put one more memory latency in front of the thread's first data request
   // (ncu, H200, (1, 4096, 256): the threads' first stall).
   float w[kWidth][kC], bias[kC];
-  with_dtype(p.w_dtype, [&](auto tag) {
-    using WT = typename decltype(tag)::type;
-    const WT* wp = static_cast<const WT*>(p.weight);
-    const WT* bp = static_cast<const WT*>(p.bias);
-    static_for<kC>([&](auto e) {
-      const int64_t ch = c0 + e;
-      const bool live = ch >= 0 && ch < D;
-      static_for<kWidth>(
-          [&](auto k) { w[k][e] = live ? to_float(wp[ch * p.weight_c_stride + k * p.weight_w_stride]) : 0.0f; });
-      bias[e] = live && bp != nullptr ? to_float(bp[ch * p.bias_stride]) : 0.0f;
+  if (whole_c) {
+    load_group_weights<kWidth, kC>(p, runs, c0, w, bias);
+  } else {
+    with_dtype(p.w_dtype, [&](auto tag) {
+      using WT = typename decltype(tag)::type;
+      const WT* wp = static_cast<const WT*>(p.weight);
+      const WT* bp = static_cast<const WT*>(p.bias);
+      static_for<kC>([&](auto e) {
+        const int64_t ch = c0 + e;
+        const bool live = ch >= 0 && ch < D;
+        static_for<kWidth>(
+            [&](auto k) { w[k][e] = live ? to_float(wp[ch * p.weight_c_stride + k * p.weight_w_stride]) : 0.0f; });
+        bias[e] = live && bp != nullptr ? to_float(bp[ch * p.bias_stride]) : 0.0f;
+      });
     });
-  });
+  }
   // The window: the previous kHalo rows, packed like the loads (converted when used).
   Data win[kHalo];
   static_for<kHalo>([&](auto i) { win[i] = halo_raw[i]; });
@@ -268,10 +272,12 @@ int launch_fwd_channel_last(const FwdParams& p, const DeviceDesc& dev, Stream st
         const int64_t blocks = p.batch * tchunks * cblocks;
         if (blocks > INT_MAX) return int(kErrInvalidParams);
         const ClGrid g{static_cast<uint32_t>(cblocks), static_cast<uint32_t>(tchunks), static_cast<int32_t>(steps)};
+        // Weight and bias runs: every thread's first channel a multiple of kC (aligned rows).
+        const WeightRuns runs = (aligned || kC == 1) ? weight_runs(p, kC) : WeightRuns{false, false};
         return dispatch_bool(p.silu, [&](auto S) {
           return dispatch_bool(p.seq_idx != nullptr, [&](auto Q) {
             fwd_channel_last_kernel<T, kWidth, kC, decltype(S)::value, decltype(Q)::value>
-                <<<static_cast<unsigned>(blocks), tune.threads, 0, stream>>>(p, g);
+                <<<static_cast<unsigned>(blocks), tune.threads, 0, stream>>>(p, g, runs);
             return launch_status();
           });
         });
