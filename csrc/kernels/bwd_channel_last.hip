@@ -247,12 +247,30 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
   {
     Row ahead[kHalo], gah[kHalo];  // x and dout rows t_end .. t_end + kHalo - 1 (zeros past L)
     uint32_t mah[kHalo];           // their seq_idx masks
-    static_for<kHalo>([&](auto j) {
-      xw[j] = x_row(t_end - kHalo + j);
-      ahead[j] = x_row(t_end + j);
-      gah[j] = g_row(t_end + j);
-      mah[j] = mask_at(t_end + j);
-    });
+    if (whole_c && t_end >= kHalo && t_end + kHalo <= L) {
+      // Inside the tensors (every range but a row's first and last): running row pointers, no
+      // per-row edge tests or index products.
+      const T* xr = xb + (t_end - kHalo) * f.x_l_stride + c0;
+      const T* gr = gb + t_end * p.dout_l_stride + c0;
+      static_for<kHalo>([&](auto j) {
+        xw[j] = load_packed<T, kC>(xr);
+        xr += f.x_l_stride;
+      });
+      static_for<kHalo>([&](auto j) {
+        ahead[j] = load_packed<T, kC>(xr);
+        gah[j] = load_packed<T, kC>(gr);
+        mah[j] = mask_at(t_end + j);
+        xr += f.x_l_stride;
+        gr += p.dout_l_stride;
+      });
+    } else {
+      static_for<kHalo>([&](auto j) {
+        xw[j] = x_row(t_end - kHalo + j);
+        ahead[j] = x_row(t_end + j);
+        gah[j] = g_row(t_end + j);
+        mah[j] = mask_at(t_end + j);
+      });
+    }
     load_weights();
     // Rows t_end - kHalo .. t_end + kHalo - 1 as one window: r < kHalo from xw, the rest ahead.
     auto rx = [&](auto r, auto e) -> float {

@@ -96,11 +96,25 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cl_tuning(kTargetFamily)
 
   // The halo rows and the first kRing rows: all of these loads are in flight together.
   Data halo_raw[kHalo];
-  static_for<kHalo>([&](auto i) { load_row(t0 - kHalo + i, halo_raw[i]); });
   Data ring[kRing];
-  static_for<kRing>([&](auto j) {
-    if (j < n) load_row(t0 + j, ring[j]);
-  });
+  if (whole_c && t0 >= kHalo && t0 + kRing <= L) {
+    // Inside x (every chunk but the first and the row's last few): one running row pointer, no
+    // per-row edge tests or index products.
+    const T* r = xb + (t0 - kHalo) * p.x_l_stride + c0;
+    static_for<kHalo>([&](auto i) {
+      halo_raw[i] = load_packed<T, kC>(r);
+      r += p.x_l_stride;
+    });
+    static_for<kRing>([&](auto j) {
+      if (j < n) ring[j] = load_packed<T, kC>(r);
+      r += p.x_l_stride;
+    });
+  } else {
+    static_for<kHalo>([&](auto i) { load_row(t0 - kHalo + i, halo_raw[i]); });
+    static_for<kRing>([&](auto j) {
+      if (j < n) load_row(t0 + j, ring[j]);
+    });
+  }
   // The weights and bias once those rows are requested: their conversion waits for them, and
   // loaded first they put one more memory latency in front of the thread's first data request
   // (ncu, H200, (1, 4096, 256): the threads' first stall).
