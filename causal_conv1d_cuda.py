@@ -27,11 +27,12 @@ weight's/bias's dtype, as upstream does.
 """
 
 from causal_conv1d import _core
-from causal_conv1d._ops import _eager, ops
+from causal_conv1d._ops import _eager
 
 # The out-taking forms call the eager entry without a frame between (see causal_conv1d/_core.py).
 _dynamo_tracing = _core.dynamo_tracing
 _eager_fwd = _eager.fwd
+_eager_bwd = _eager.bwd
 _eager_update = _eager.update
 _eager_update_functional = _eager.update_functional
 _NONES = ((None, None), (None,), ())  # cache_seqlens, conv_state_indices left out of a 5- or 6-argument call
@@ -92,13 +93,14 @@ def causal_conv1d_fwd(*args, **kwargs):
 
 
 def causal_conv1d_bwd(*args, **kwargs):
-    n, a = _bind("causal_conv1d_bwd", _BWD_FORMS, args, kwargs)
-    x, channel_last = _core.kernel_layout(a["x"])
-    if n == 12:
-        ops.bwd(x, a["weight"], a["bias"], _core.match_layout(a["dout"], channel_last), a["seq_idx"],
-                a["initial_states"], a["dfinal_states"], a["dx"], a["dweight"], a["dbias"], a["dinitial_states"],
-                a["silu_activation"], _core.deterministic_mode())
+    if len(args) == 12 and not kwargs:  # the into-buffers form fused layers run per step: no binding
+        (_core.bwd_into if _dynamo_tracing() else _eager_bwd)(*args)
         return None
+    n, a = _bind("causal_conv1d_bwd", _BWD_FORMS, args, kwargs)
+    if n == 12:  # keywords: bound, then the same entry, positionally
+        (_core.bwd_into if _dynamo_tracing() else _eager_bwd)(*(a[k] for k in _BWD_FORMS[12]))
+        return None
+    x, channel_last = _core.kernel_layout(a["x"])
     dx, dweight, dbias, dinitial_states = _core.run_bwd(
         x, channel_last, a["weight"], a["bias"], a["dout"], a.get("seq_idx"), a.get("initial_states"),
         a.get("dfinal_states"), a["dx"], a.get("return_dinitial_states", False), a["silu_activation"])

@@ -90,9 +90,6 @@ def fwd_any_layout(x, weight, bias, seq_idx, initial_states, out, final_states_o
     _fwd(kernel_layout(x)[0], weight, bias, seq_idx, initial_states, out, final_states_out, silu_activation)
 
 
-_eager.bind(fwd_any_layout, _update, _update_functional)
-
-
 def match_layout(t, channel_last):
     """t (shaped like x) with stride 1 along the dim x has it, copying only if needed."""
     if t.dim() != 3:
@@ -103,6 +100,19 @@ def match_layout(t, channel_last):
     elif t.shape[2] > 1 and t.stride(2) != 1:
         t = t.contiguous()
     return t
+
+
+def bwd_into(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, dweight, dbias, dinitial_states,
+             silu_activation):
+    """The backward op into given buffers (the compat module's 12-argument form) on kernel_layout(x),
+    dout in x's layout, in deterministic_mode(): what the eager entry's bwd falls back to (csrc/python/
+    eager.cpp takes the fast path only when none of these would change what the op gets)."""
+    x, channel_last = kernel_layout(x)
+    _bwd(x, weight, bias, match_layout(dout, channel_last), seq_idx, initial_states, dfinal_states, dx, dweight,
+         dbias, dinitial_states, silu_activation, deterministic_mode())
+
+
+_eager.bind(fwd_any_layout, _update, _update_functional, bwd_into)
 
 
 _cpu_output_buffer = ops.cpu_output_buffer.default

@@ -17,7 +17,8 @@ from causal_conv1d import _core, _eager, causal_conv1d_fn, causal_conv1d_update
 from causal_conv1d._ops import ops
 
 # What causal_conv1d/_core.py binds the entries to.
-FALLBACKS = (_core.fwd_any_layout, ops.update.default, ops.update_functional.default)
+FALLBACKS = (_core.fwd_any_layout, ops.update.default, ops.update_functional.default, _core.bwd_into)
+NAMES = ("fwd", "update", "update_functional", "bwd")
 
 
 def _fwd_args(device, channel_last=False):
@@ -26,6 +27,22 @@ def _fwd_args(device, channel_last=False):
     b = torch.randn(16, device=device)
     out = torch.empty(2, 37, 16, device=device).transpose(1, 2) if channel_last else torch.empty_like(x)
     return [x, w, b, None, None, out, None, True]
+
+
+def _bwd_args(device, channel_last=False):
+    """The compat module's 12-argument backward: into dx and float32 dweight / dbias."""
+    x = make_x(2, 16, 37, torch.float32, device, channel_last)
+    dout = make_x(2, 16, 37, torch.float32, device, channel_last)
+    w = torch.randn(16, 4, device=device)
+    b = torch.randn(16, device=device)
+    dx = torch.empty(2, 37, 16, device=device).transpose(1, 2) if channel_last else torch.empty_like(x)
+    return [x, w, b, dout, None, None, None, dx, torch.zeros(16, 4, device=device), torch.zeros(16, device=device),
+            None, True]
+
+
+def _bwd_ref(args):
+    """What the 12-argument form did before the entry: the overload, in deterministic_mode()."""
+    ops.bwd.default(*args, _core.deterministic_mode())
 
 
 def _update_args(device):
@@ -57,7 +74,7 @@ def spies():
     spies = [_Spy(o) for o in FALLBACKS]
     _eager.bind(*spies)
     try:
-        yield dict(zip(("fwd", "update", "update_functional"), spies))
+        yield dict(zip(NAMES, spies))
     finally:
         _eager.bind(*FALLBACKS)
 
@@ -78,6 +95,61 @@ def test_fwd_matches_overload(device):
         assert torch.equal(args[5], ref[5]) and torch.equal(final, final_ref)
 
 
+def test_bwd_matches_overload(device, monkeypatch):
+    # Both layouts, states in and out, default and deterministic mode: dx and dinitial_states
+    # bitwise the overload's, dweight and dbias too where they are bitwise repeatable (CPU, or the
+    # deterministic mode; test_bwd_passes_the_deterministic_mode checks the flag itself).
+    for mode in ("", "1", "0"):
+        monkeypatch.setenv("CAUSAL_CONV1D_DETERMINISTIC", mode)
+        for channel_last in (False, True):
+            args = _bwd_args(device, channel_last)
+            if channel_last:
+                args[5] = torch.randn(2, 3, 16, device=device).transpose(1, 2)  # initial_states
+                args[6] = torch.randn(2, 3, 16, device=device).transpose(1, 2)  # dfinal_states
+                args[10] = torch.empty(2, 3, 16, device=device).transpose(1, 2)  # dinitial_states
+            ref = _clone(args)
+            for i in (5, 6):
+                ref[i] = args[i]
+            if channel_last:
+                ref[10] = torch.empty(2, 3, 16, device=device).transpose(1, 2)
+            _eager.bwd(*args)
+            _bwd_ref(ref)
+            for i in (7, 10) if channel_last else (7,):  # dx, dinitial_states: no atomics
+                assert torch.equal(args[i], ref[i]), (mode, channel_last, i)
+            for i in (8, 9):  # dweight, dbias: float32 atomics on the GPU unless deterministic
+                if mode == "1" or device == "cpu":
+                    assert torch.equal(args[i], ref[i]), (mode, channel_last, i)
+                else:
+                    torch.testing.assert_close(args[i], ref[i])
+
+
+def test_bwd_passes_the_deterministic_mode(device, spies, monkeypatch):
+    # The op's deterministic flag from the fast path, as deterministic_mode() decides it: the
+    # environment variable first, else torch.use_deterministic_algorithms.
+    class Mode(TorchDispatchMode):
+        flags = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is ops.bwd.default:
+                Mode.flags.append(args[-1])
+            return func(*args, **(kwargs or {}))
+
+    args = _bwd_args(device)
+    for env, algorithms, want in (("1", False, True), ("0", True, False), ("", False, False), ("", True, True)):
+        monkeypatch.setenv("CAUSAL_CONV1D_DETERMINISTIC", env)
+        torch.use_deterministic_algorithms(algorithms, warn_only=True)
+        try:
+            with Mode():
+                _eager.bwd(*args)
+        finally:
+            torch.use_deterministic_algorithms(False)
+        assert Mode.flags[-1] is want, (env, algorithms)
+    monkeypatch.delenv("CAUSAL_CONV1D_DETERMINISTIC")
+    with Mode():
+        _eager.bwd(*args)
+    assert Mode.flags == [True, False, False, True, False] and spies["bwd"].calls == 0
+
+
 def test_update_matches_overload(device):
     args = _update_args(device)
     ref = _clone(args)
@@ -96,11 +168,13 @@ def test_plain_calls_take_the_fast_path(device, spies):
     _eager.fwd(*_fwd_args(device))
     _eager.update(*_update_args(device))
     _eager.update_functional(*_functional_args(device))
+    _eager.bwd(*_bwd_args(device))
+    _eager.bwd(*_bwd_args(device, channel_last=True))
     w = torch.nn.Parameter(torch.randn(16, 4, device=device))  # nn.Parameter counts as a plain tensor
     args = _update_args(device)
     args[2] = w
     _eager.update(*args)
-    assert [s.calls for s in spies.values()] == [0, 0, 0]
+    assert [s.calls for s in spies.values()] == [0, 0, 0, 0]
 
 
 def test_public_calls_reach_the_entry(device, spies):
@@ -115,6 +189,12 @@ def test_public_calls_reach_the_entry(device, spies):
     causal_conv1d_cuda.causal_conv1d_fwd(*_fwd_args(device))
     causal_conv1d_fn(make_x(2, 16, 37, torch.float32, device, False), w, b, activation="silu")
     assert spies["fwd"].calls == 0
+    args = _bwd_args(device)
+    causal_conv1d_cuda.causal_conv1d_bwd(*args)
+    names = ("x", "weight", "bias", "dout", "seq_idx", "initial_states", "dfinal_states", "dx", "dweight", "dbias",
+             "dinitial_states", "silu_activation")
+    causal_conv1d_cuda.causal_conv1d_bwd(*args[:4], **dict(zip(names[4:], args[4:])))
+    assert spies["bwd"].calls == 0
     # The returning forms (5, 6 and 7 arguments): update_functional, padded with None.
     seqlens = torch.tensor([1, 2, 5], dtype=torch.int32, device=device)
     indices = torch.tensor([2, 0, 1], dtype=torch.int32, device=device)
@@ -138,6 +218,10 @@ def test_other_calls_fall_back_to_the_overload(device, spies):
     args[5] = 0
     _eager.update(*args)
     assert spies["update"].calls == 1
+    args = _bwd_args(device)
+    args[11] = 1  # an int for the bool
+    _eager.bwd(*args)
+    assert spies["bwd"].calls == 1
     with pytest.raises(RuntimeError) as entry_error:  # an argument short: the overload's message
         _eager.update_functional(*_functional_args(device)[:6])
     assert spies["update_functional"].calls == 1
@@ -164,6 +248,33 @@ def test_fwd_lays_out_other_strides(device, spies):
     assert spies["fwd"].calls == 2 and torch.equal(out, ref[5])
 
 
+def test_bwd_lays_out_other_strides_and_reads_the_mode(device, spies, monkeypatch):
+    # x in neither kernel layout, dout in the other one, a bad CAUSAL_CONV1D_DETERMINISTIC: each goes
+    # to the fallback, which lays them out (kernel_layout, match_layout) or raises deterministic_mode's
+    # error, as the compat module's 12-argument form always did. (Deterministic mode: dweight and
+    # dbias bitwise repeatable.)
+    monkeypatch.setenv("CAUSAL_CONV1D_DETERMINISTIC", "1")
+    args = _bwd_args(device)
+    ref = _clone(args)
+    args[0] = torch.randn(16, 37, 2, device=device).permute(2, 0, 1).copy_(ref[0])  # neither layout
+    assert args[0].stride(2) != 1 and args[0].stride(1) != 1
+    _eager.bwd(*args)
+    assert spies["bwd"].calls == 1
+    _bwd_ref(ref)
+    assert all(torch.equal(args[i], ref[i]) for i in (7, 8, 9))
+    args = _bwd_args(device)
+    ref = _clone(args)
+    args[3] = ref[3].transpose(1, 2).contiguous().transpose(1, 2)  # dout channel-last, x channel-first
+    _eager.bwd(*args)
+    assert spies["bwd"].calls == 2
+    _bwd_ref(ref)
+    assert all(torch.equal(args[i], ref[i]) for i in (7, 8, 9))
+    monkeypatch.setenv("CAUSAL_CONV1D_DETERMINISTIC", "yes")
+    with pytest.raises(ValueError, match="CAUSAL_CONV1D_DETERMINISTIC must be 0 or 1"):
+        _eager.bwd(*_bwd_args(device))
+    assert spies["bwd"].calls == 3
+
+
 def test_errors_are_the_overloads(device):
     # Through the fast path (plain tensors): the op's own checks, translated as torch.ops translates them.
     cases = []
@@ -176,6 +287,9 @@ def test_errors_are_the_overloads(device):
     args = _functional_args(device)
     args[6] = torch.tensor([0, 1, 7], dtype=torch.int64, device=device)
     cases.append((_eager.update_functional, ops.update_functional.default, args))
+    args = _bwd_args(device)
+    args[3] = args[3][:, :8]  # dout of another shape than x
+    cases.append((_eager.bwd, lambda *a: ops.bwd.default(*a, False), args))
     for entry, overload, args in cases:
         with pytest.raises(Exception) as entry_error:
             entry(*args)
@@ -249,24 +363,29 @@ def test_compile_traces_the_compat_forms(device):
     fwd_args = _fwd_args(device, channel_last=True)
     upd_args = _update_args(device)
 
-    def f(x, w, b, out, xs, state, out_step):
+    bwd_args = _bwd_args(device, channel_last=True)
+
+    def f(x, w, b, out, xs, state, out_step, dout, dx, dw, db):
         causal_conv1d_cuda.causal_conv1d_fwd(x, w, b, None, None, out, None, True)
         causal_conv1d_cuda.causal_conv1d_update(xs, state, w, b, out_step, True, None, None)
         returned = causal_conv1d_cuda.causal_conv1d_update(xs, state, w, b, True)
-        return out * 2, out_step + 1, returned - 1
+        causal_conv1d_cuda.causal_conv1d_bwd(x, w, b, dout, None, None, None, dx, dw, db, None, True)
+        return out * 2, out_step + 1, returned - 1, dx + 1, dw * 2, db * 2
 
-    ref_fwd, ref_upd = _clone(fwd_args), _clone(upd_args)
+    ref_fwd, ref_upd, ref_bwd = _clone(fwd_args), _clone(upd_args), _clone(bwd_args)
     compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
-    got = compiled(fwd_args[0], fwd_args[1], fwd_args[2], fwd_args[5], upd_args[0], upd_args[1], upd_args[4])
-    want = f(ref_fwd[0], ref_fwd[1], ref_fwd[2], ref_fwd[5], ref_upd[0], ref_upd[1], ref_upd[4])
+    got = compiled(fwd_args[0], fwd_args[1], fwd_args[2], fwd_args[5], upd_args[0], upd_args[1], upd_args[4],
+                   bwd_args[3], bwd_args[7], bwd_args[8], bwd_args[9])
+    want = f(ref_fwd[0], ref_fwd[1], ref_fwd[2], ref_fwd[5], ref_upd[0], ref_upd[1], ref_upd[4], ref_bwd[3],
+             ref_bwd[7], ref_bwd[8], ref_bwd[9])
     for g, r in zip(got, want):
         torch.testing.assert_close(g, r)
     torch.testing.assert_close(upd_args[1], ref_upd[1], rtol=0, atol=0)
 
 
 def test_bind_checks_its_arguments():
-    with pytest.raises(TypeError, match="fwd, update and update_functional fallbacks"):
+    with pytest.raises(TypeError, match="fwd, update, update_functional and bwd fallbacks"):
         _eager.bind(ops.fwd.default)
     with pytest.raises(TypeError, match="not callable"):
-        _eager.bind(ops.fwd.default, None, ops.update_functional.default)
+        _eager.bind(ops.fwd.default, None, ops.update_functional.default, _core.bwd_into)
     _eager.update(*_update_args("cpu"))  # a failed bind() leaves the previous binding in place
