@@ -180,8 +180,12 @@ def run_bwd(x, channel_last, weight, bias, dout, seq_idx, initial_states, dfinal
     dweight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
     dbias = torch.zeros(bias.shape, dtype=torch.float32, device=bias.device) if bias is not None else None
     dinitial_states = new_states(x, weight) if return_dinitial_states else None
-    _bwd(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, dweight, dbias, dinitial_states,
-         silu, deterministic_mode())
+    if dynamo_tracing():
+        _bwd(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, dweight, dbias, dinitial_states,
+             silu, deterministic_mode())
+    else:  # x and dout laid out: the eager entry's fast path (it reads the deterministic mode itself)
+        _eager.bwd(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, dweight, dbias, dinitial_states,
+                   silu)
     dweight = dweight.to(weight.dtype)
     if dbias is not None:
         dbias = dbias.to(bias.dtype)

@@ -13,7 +13,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import causal_conv1d_cuda
 from _reference import make_x
-from causal_conv1d import _core, _eager, causal_conv1d_fn, causal_conv1d_update
+from causal_conv1d import _core, _eager, causal_conv1d_fn, causal_conv1d_update, cpp_functions
 from causal_conv1d._ops import ops
 
 # What causal_conv1d/_core.py binds the entries to.
@@ -204,6 +204,26 @@ def test_public_calls_reach_the_entry(device, spies):
         want = ops.update_functional.default(x, ref_state, w, b, silu, *extra, *(None,) * (2 - len(extra)))
         assert torch.equal(got, want) and torch.equal(state, ref_state)
     assert spies["update_functional"].calls == 0
+
+
+def test_backward_calls_reach_the_entry(device, monkeypatch):
+    # Every eager backward (the compat forms, causal_conv1d_bwd_function, autograd through
+    # causal_conv1d_fn) calls the op through the entry's fast path: with the Python layer's overload
+    # made to fail (the entry's fallback, bwd_into, calls it too), they still run.
+    def overload_called(*args, **kwargs):
+        raise AssertionError("the backward went through the op overload, not the eager entry")
+
+    monkeypatch.setattr(_core, "_bwd", overload_called)
+    x, w, b, dout, _, _, _, dx, dw, db, _, silu = _bwd_args(device)
+    causal_conv1d_cuda.causal_conv1d_bwd(x, w, b, dout, None, None, None, dx, dw, db, None, silu)
+    causal_conv1d_cuda.causal_conv1d_bwd(x, w, b, dout, None, None, None, dx, False, silu)
+    causal_conv1d_cuda.causal_conv1d_bwd(x, w, b, dout, None, silu)
+    cpp_functions.causal_conv1d_bwd_function(x, w, b, dout, None, None, None, None, False, silu)
+    xg = x.clone().requires_grad_(True)
+    causal_conv1d_fn(xg, w, b, activation="silu").backward(dout)
+    assert xg.grad is not None
+    with pytest.raises(AssertionError, match="not the eager entry"):  # the check can fail
+        _core.bwd_into(x, w, b, dout, None, None, None, dx, dw, db, None, silu)
 
 
 def test_other_calls_fall_back_to_the_overload(device, spies):
