@@ -83,7 +83,7 @@ CC_EDGE_FN void store_row_edge(T* dx, int64_t dx_ls, T* dinit, int64_t dinit_cs,
 
 template <typename T, int kWidth, int kC, bool kSilu, bool kSeqIdx>
 __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily), kSeqIdx))
-    bwd_channel_last_kernel(BwdParams p, BwdClGrid g) {
+    bwd_channel_last_kernel(BwdClGrid g, BwdParams p) {
   constexpr BwdClTuning kTune = bwd_cl_tuning(kTargetFamily);
   constexpr int kRing = kTune.ring;
 #if defined(__HIP_DEVICE_COMPILE__)  // (a HIP host pass sees NVIDIA's row: no target is known there)
@@ -105,14 +105,17 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
   __shared__ float red[kWarps > 1 ? kWarps - 1 : 1][kWidth + 1][kC][kWarpSize];
 
   const FwdParams& f = p.f;
-  const uint32_t rest = blockIdx.x / g.cblocks;
+  // (Divisions by the launch's counts as a multiply-high each: an integer division is ~20 issued
+  // instructions, a short range's warp ~1200 in all.)
+  const uint32_t rest = g.cblocks_div.div(blockIdx.x);
   const uint32_t cb = blockIdx.x - rest * g.cblocks;
-  const uint32_t b = rest / g.tblocks, tb = rest - b * g.tblocks;
+  const uint32_t b = g.tblocks_div.div(rest), tb = rest - b * g.tblocks;
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-  const int64_t L = f.seqlen, D = f.dim;
-  const T* xb = static_cast<const T*>(f.x) + int64_t(b) * f.x_batch_stride;
-  const T* gb = static_cast<const T*>(p.dout) + int64_t(b) * p.dout_batch_stride;
-  T* dxb = static_cast<T*>(p.dx) + int64_t(b) * p.dx_batch_stride;
+  // Until the first loads are requested, only g's leading fields are read (BwdClGrid).
+  const int64_t L = g.seqlen, D = g.dim;
+  const T* xb = static_cast<const T*>(g.x) + int64_t(b) * g.x_batch_stride;
+  const T* gb = static_cast<const T*>(g.dout) + int64_t(b) * g.dout_batch_stride;
+  T* dxb = static_cast<T*>(g.dx) + int64_t(b) * g.dx_batch_stride;
   // The states' batch rows, used only on the edge paths (computed there from the params, so no
   // register holds them across the walk). seq_idx never comes with states (the torch layer rejects
   // it).
@@ -120,8 +123,8 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
     if (kSeqIdx || f.initial_states == nullptr) return nullptr;
     return static_cast<const T*>(f.initial_states) + int64_t(b) * f.init_batch_stride;
   };
-  const bool want_dinit = !kSeqIdx && p.dinitial_states != nullptr;
-  const bool want_dfin = !kSeqIdx && p.dfinal_states != nullptr;
+  const bool want_dinit = !kSeqIdx && g.want_dinit;
+  const bool want_dfin = !kSeqIdx && g.want_dfin;
   const int64_t c0 = (int64_t(cb) * kWarpSize + lane) * kC - misalignment<T, kC>(xb);
   const bool whole_c = c0 >= 0 && c0 + kC <= D;
   // This warp's range [t_begin, t_end), walked from t_end - 1 down to t_lo.
@@ -142,31 +145,20 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
   float w[kWidth][kC], bias[kC];
   auto load_weights = [&] {
     if (whole_c) {
-      load_group_weights<kWidth, kC>(f, g.runs, c0, w, bias);
-      return;
+      load_group_weights<kWidth, kC>(g.wa, g.wa.runs, c0, w, bias);
+    } else {
+      load_edge_weights<kWidth, kC>(g.wa, c0, D, w, bias);
     }
-    with_dtype(f.w_dtype, [&](auto tag) {
-      using WT = typename decltype(tag)::type;
-      const WT* wp = static_cast<const WT*>(f.weight);
-      const WT* bp = static_cast<const WT*>(f.bias);
-      static_for<kC>([&](auto e) {
-        const int64_t ch = c0 + e;
-        const bool live = ch >= 0 && ch < D;
-        static_for<kWidth>(
-            [&](auto k) { w[k][e] = live ? to_float(wp[ch * f.weight_c_stride + k * f.weight_w_stride]) : 0.0f; });
-        bias[e] = live && bp != nullptr ? to_float(bp[ch * f.bias_stride]) : 0.0f;
-      });
-    });
   };
 
   using Row = Packed<T, kC>;
   auto x_row = [&](int64_t t) {
-    if (t >= 0 && t < L && whole_c) return load_packed<T, kC>(xb + t * f.x_l_stride + c0);
-    return load_row_edge<T, kC, kHalo>(xb, init_b(), L, D, f.x_l_stride, f.init_c_stride, f.init_l_stride, c0, t);
+    if (t >= 0 && t < L && whole_c) return load_packed<T, kC>(xb + t * g.x_l_stride + c0);
+    return load_row_edge<T, kC, kHalo>(xb, init_b(), L, D, g.x_l_stride, f.init_c_stride, f.init_l_stride, c0, t);
   };
   auto g_row = [&](int64_t t) {
-    if (t >= 0 && t < L && whole_c) return load_packed<T, kC>(gb + t * p.dout_l_stride + c0);
-    return load_row_edge<T, kC, kHalo>(gb, nullptr, L, D, p.dout_l_stride, 0, 0, c0, t);
+    if (t >= 0 && t < L && whole_c) return load_packed<T, kC>(gb + t * g.dout_l_stride + c0);
+    return load_row_edge<T, kC, kHalo>(gb, nullptr, L, D, g.dout_l_stride, 0, 0, c0, t);
   };
   // seq_idx: the mask byte of row t (bwd_common.h), 0 outside [0, L).
   const uint8_t* masks = kSeqIdx ? seq_masks_of(p, g.ws, b) : nullptr;
@@ -196,15 +188,15 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
   const int s_a = s_fin;
   const int s_b = whole_c ? max(n_x, s_a) : s_a;
   const int m = s_b - s_a;                                               // fast-range steps
-  const T* x_next = xb + (t_end - 1 - kHalo - s_a) * f.x_l_stride + c0;  // x row of the next load
-  const T* g_next = gb + (t_end - 1 - s_a) * p.dout_l_stride + c0;
+  const T* x_next = xb + (t_end - 1 - kHalo - s_a) * g.x_l_stride + c0;  // x row of the next load
+  const T* g_next = gb + (t_end - 1 - s_a) * g.dout_l_stride + c0;
   int64_t t_next = t_end - 1 - s_a;  // dout row of the next load (for its mask)
   auto load = [&](Slot& sl) {
     sl.x = load_packed<T, kC>(x_next);
     sl.g = load_packed<T, kC>(g_next);
     sl.mk = kSeqIdx ? masks[t_next] : 0u;  // (t_next is inside [0, L) on the fast range)
-    x_next -= f.x_l_stride;
-    g_next -= p.dout_l_stride;
+    x_next -= g.x_l_stride;
+    g_next -= g.dout_l_stride;
     --t_next;
   };
   Slot ring[kAsync > 0 ? 1 : kRing];
@@ -215,28 +207,42 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
   // the step read from it is computed (its values consumed); one commit group a step, empty past
   // the range, so cp_async_wait<kAsync - 1> always means "this step's rows have landed".
   __shared__ uint32_t stages[kAsync > 0 ? kWarps : 1][kAsync > 0 ? kAsync : 1][2][kWarpSize];
+  // This lane's word of stage 0's x row (a shared-window address: stage j's rows at constant
+  // offsets from it; sm_90, the prologue's 6 stages took ~150 instructions when each recomputed it).
+  const uint32_t stage0 = shared_addr(&stages[warp][0][0][lane]);
   auto issue = [&](int j) {
-    cp_async4(&stages[warp][j][0][lane], x_next);
-    cp_async4(&stages[warp][j][1][lane], g_next);
-    x_next -= f.x_l_stride;
-    g_next -= p.dout_l_stride;
+    constexpr uint32_t kRowBytes = kWarpSize * sizeof(uint32_t);
+    cp_async4(stage0 + j * 2 * kRowBytes, x_next);
+    cp_async4(stage0 + (j * 2 + 1) * kRowBytes, g_next);
+    x_next -= g.x_l_stride;
+    g_next -= g.dout_l_stride;
   };
 #endif
   // The first kAhead steps' rows. On NVIDIA the stages are filled before the window's rows are
   // loaded, so the two round trips overlap (a short range has few steps to hide them behind: H200,
   // (1, 4096, 256) in a CUDA graph at 4-step ranges 11.8 us against 12.4); the register ring is
   // filled after the window (its registers are not held while the window is built).
+  // A range of at least kAhead steps (all but the shortest) fills every stage without a test.
   auto prologue = [&]() CC_INLINE_LAMBDA {
-    static_for<kAhead>([&](auto j) {
-      if constexpr (kAsync > 0) {
+    if constexpr (kAsync > 0) {
 #if CAUSAL_CONV1D_BACKEND_CUDA
-        if (j < m) issue(decltype(j)::value);
-        cp_async_commit();
-#endif
+      if (m >= kAhead) {
+        static_for<kAhead>([&](auto j) {
+          issue(decltype(j)::value);
+          cp_async_commit();
+        });
       } else {
-        if (j < m) load(ring[j]);
+        static_for<kAhead>([&](auto j) {
+          if (j < m) issue(decltype(j)::value);
+          cp_async_commit();
+        });
       }
-    });
+#endif
+    } else {
+      static_for<kAhead>([&](auto j) {
+        if (j < m) load(ring[j]);
+      });
+    }
   };
   if constexpr (kAsync > 0) prologue();
 
@@ -250,18 +256,18 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
     if (whole_c && t_end >= kHalo && t_end + kHalo <= L) {
       // Inside the tensors (every range but a row's first and last): running row pointers, no
       // per-row edge tests or index products.
-      const T* xr = xb + (t_end - kHalo) * f.x_l_stride + c0;
-      const T* gr = gb + t_end * p.dout_l_stride + c0;
+      const T* xr = xb + (t_end - kHalo) * g.x_l_stride + c0;
+      const T* gr = gb + t_end * g.dout_l_stride + c0;
       static_for<kHalo>([&](auto j) {
         xw[j] = load_packed<T, kC>(xr);
-        xr += f.x_l_stride;
+        xr += g.x_l_stride;
       });
       static_for<kHalo>([&](auto j) {
         ahead[j] = load_packed<T, kC>(xr);
         gah[j] = load_packed<T, kC>(gr);
         mah[j] = mask_at(t_end + j);
-        xr += f.x_l_stride;
-        gr += p.dout_l_stride;
+        xr += g.x_l_stride;
+        gr += g.dout_l_stride;
       });
     } else {
       static_for<kHalo>([&](auto j) {
@@ -381,7 +387,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
       static_for<kC>([&](auto e) { ov.v[e] = o[e]; });
       T* dinit = want_dinit ? static_cast<T*>(p.dinitial_states) + int64_t(b) * p.dinit_batch_stride : nullptr;
       const T* dfin = want_dfin ? static_cast<const T*>(p.dfinal_states) + int64_t(b) * p.dfinal_batch_stride : nullptr;
-      store_row_edge<T, kC, kHalo>(dxb, p.dx_l_stride, dinit, p.dinit_c_stride, p.dinit_l_stride, dfin,
+      store_row_edge<T, kC, kHalo>(dxb, g.dx_l_stride, dinit, p.dinit_c_stride, p.dinit_l_stride, dfin,
                                    p.dfinal_c_stride, p.dfinal_l_stride, L, D, c0, t_end - 1 - s, ov);
     }
     // The windows to t - 1.
@@ -402,7 +408,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
       }
     });
   };
-  auto dx_at = [&](int s) { return dxb + (t_end - 1 - s) * p.dx_l_stride + c0; };
+  auto dx_at = [&](int s) { return dxb + (t_end - 1 - s) * g.dx_l_stride + c0; };
   // Steps with an edge (any row or store that is not whole), one at a time.
   auto generic = [&](int s_begin, int s_stop) CC_INLINE_LAMBDA {
     for (int s = s_begin; s < s_stop; ++s) {
@@ -492,7 +498,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily)
         if (kWhole || r + kRing < m) load(ring[kJ]);
         step(BoolC<false>{}, masked, rot, s_a + r, cur, dx_row);
       }
-      dx_row -= p.dx_l_stride;
+      dx_row -= g.dx_l_stride;
     };
     if constexpr (kRename) {
       // kU steps an iteration bring the ring and the renamed windows back to their first
@@ -584,6 +590,19 @@ BwdClGrid bwd_cl_grid(const BwdParams& p, const DeviceDesc& dev) {
       multiple_of(f.x_batch_stride, kc_full) && multiple_of(f.x_l_stride, kc_full);
   const bool aligned = vec && reinterpret_cast<uintptr_t>(f.x) % (es * kc_full) == 0;
   BwdClGrid g{};
+  g.x = f.x;
+  g.dout = p.dout;
+  g.dx = p.dx;
+  g.x_batch_stride = f.x_batch_stride;
+  g.x_l_stride = f.x_l_stride;
+  g.dout_batch_stride = p.dout_batch_stride;
+  g.dout_l_stride = p.dout_l_stride;
+  g.dx_batch_stride = p.dx_batch_stride;
+  g.dx_l_stride = p.dx_l_stride;
+  g.seqlen = f.seqlen;
+  g.dim = f.dim;
+  g.want_dinit = p.dinitial_states != nullptr;
+  g.want_dfin = p.dfinal_states != nullptr;
   g.kc = vec ? kc_full : 1;
   const int wave = dev.wave_size;
   const int warps = tune.threads / wave;
@@ -598,12 +617,16 @@ BwdClGrid bwd_cl_grid(const BwdParams& p, const DeviceDesc& dev) {
     steps /= 2;
   g.cblocks = static_cast<uint32_t>(std::min<int64_t>(cblocks, UINT32_MAX));
   g.tblocks = static_cast<uint32_t>(std::min<int64_t>(tblocks(steps), UINT32_MAX));
+  // (Exact for the block indices below 2^31 the launcher allows; past that it refuses the grid.)
+  g.cblocks_div = DivU32::make(static_cast<uint32_t>(std::min<int64_t>(cblocks, int64_t(1) << 31)));
+  g.tblocks_div = DivU32::make(static_cast<uint32_t>(std::min<int64_t>(tblocks(steps), int64_t(1) << 31)));
   g.steps = static_cast<int32_t>(steps);
   g.blocks = f.batch * tblocks(steps) * cblocks;
   g.slots = f.batch * tblocks(steps);
   g.ws = bwd_workspace_layout(p, g.slots);
-  // Every thread's first channel a multiple of kc (aligned rows or the element path).
-  g.runs = (aligned || g.kc == 1) ? weight_runs(f, g.kc) : WeightRuns{false, false};
+  // Weight and bias runs: every thread's first channel a multiple of kc (aligned rows or the
+  // element path).
+  g.wa = weight_args(f, (aligned || g.kc == 1) ? weight_runs(f, g.kc) : WeightRuns{false, false});
   return g;
 }
 
@@ -621,7 +644,7 @@ int launch_bwd_channel_last(const BwdParams& p, const DeviceDesc& dev, Stream st
         return dispatch_bool(f.silu, [&](auto S) {
           return dispatch_bool(f.seq_idx != nullptr, [&](auto Q) {
             bwd_channel_last_kernel<T, decltype(W)::value, kC, decltype(S)::value, decltype(Q)::value>
-                <<<static_cast<unsigned>(g.blocks), tune.threads, 0, stream>>>(p, g);
+                <<<static_cast<unsigned>(g.blocks), tune.threads, 0, stream>>>(g, p);
             return launch_status();
           });
         });

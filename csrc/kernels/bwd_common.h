@@ -95,14 +95,26 @@ int launch_bwd_channel_first(const BwdParams& p, const DeviceDesc& dev, Stream s
 
 // Launch geometry of the channel-last backward (bwd_cl_grid).
 struct BwdClGrid {
-  int kc;            // channels per thread (1: the element path)
-  uint32_t cblocks;  // channel blocks of one warp's groups
-  uint32_t tblocks;  // time blocks of (threads / wave) ranges of `steps`
-  int32_t steps;     // time steps per warp
-  int64_t blocks;    // grid size: batch * tblocks * cblocks
-  int64_t slots;     // dweight/dbias partials per channel: batch * tblocks
+  // The kernel's first parameter, its leading fields all a thread reads before its first loads
+  // (copies of BwdParams'): each 64-byte line of kernel parameters a thread touches first is a
+  // constant-cache miss it waits out before going on (ncu, H200, (1, 4096, 256): 9-11% of the
+  // warps' stall samples, on the 7 lines these fields spanned in BwdParams; 2 lines now).
+  uint32_t cblocks;                 // channel blocks of one warp's groups
+  uint32_t tblocks;                 // time blocks of (threads / wave) ranges of `steps`
+  DivU32 cblocks_div, tblocks_div;  // division by cblocks and by tblocks (the kernel's block indices)
+  int32_t steps;                    // time steps per warp
+  bool want_dinit, want_dfin;       // dinitial_states / dfinal_states given
+  const void* x;
+  const void* dout;
+  int64_t seqlen, dim;
+  int64_t x_batch_stride, x_l_stride, dout_batch_stride, dout_l_stride;
+  void* dx;  // (first stored after the loads are requested)
+  int64_t dx_batch_stride, dx_l_stride;
+  WeightArgs wa;   // (loaded once the first rows are requested)
+  int kc;          // channels per thread (1: the element path)
+  int64_t blocks;  // grid size: batch * tblocks * cblocks
+  int64_t slots;   // dweight/dbias partials per channel: batch * tblocks
   BwdWorkspace ws;
-  WeightRuns runs;  // weights and bias as runs (load_group_weights) for the threads with whole vectors
 };
 BwdClGrid bwd_cl_grid(const BwdParams& p, const DeviceDesc& dev);
 int launch_bwd_channel_last(const BwdParams& p, const DeviceDesc& dev, Stream stream);

@@ -39,15 +39,28 @@ namespace {
 template <typename T>
 constexpr int kClVec = 8 / int(sizeof(T));
 
+// The kernel's first parameter: the grid and the fields of FwdParams a thread reads before its
+// first loads (copies), in two 64-byte lines of kernel parameters: each line a thread touches
+// first is a constant-cache miss it waits out before going on (as in the channel-last backward:
+// BwdClGrid).
 struct ClGrid {
-  uint32_t cblocks;  // channel blocks of `threads` groups
-  uint32_t tchunks;  // time chunks of `steps` rows
+  uint32_t cblocks;                 // channel blocks of `threads` groups
+  uint32_t tchunks;                 // time chunks of `steps` rows
+  DivU32 cblocks_div, tchunks_div;  // division by cblocks and by tchunks (the block indices)
   int32_t steps;
+  const void* x;
+  int64_t seqlen, dim, x_batch_stride, x_l_stride;
+  // initial_states (the edge path's; nvcc reads its strides before the first loads either way).
+  const void* initial_states;
+  int64_t init_batch_stride, init_c_stride, init_l_stride;
+  void* out;  // (first stored after the loads are requested)
+  int64_t out_batch_stride, out_l_stride;
+  WeightArgs wa;  // (loaded once the first rows are requested)
 };
 
 template <typename T, int kWidth, int kC, bool kSilu, bool kSeqIdx>
 __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cl_tuning(kTargetFamily), kSeqIdx))
-    fwd_channel_last_kernel(FwdParams p, ClGrid g, WeightRuns runs) {
+    fwd_channel_last_kernel(ClGrid g, FwdParams p) {
   constexpr FwdClTuning kTune = fwd_cl_tuning(kTargetFamily);
   // Rows in flight: the table's bytes per thread in whole rows of this thread's vector, 1 to 4 (the
   // element-wise fallback, kC = 1, would otherwise hold 8 to 16 rows of scalar addresses).
@@ -56,13 +69,14 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cl_tuning(kTargetFamily)
   constexpr int kHalo = kWidth - 1;
   constexpr int kL2Ahead = checked_l2_ahead<kSeqIdx ? kTune.l2_ahead_seq : kTune.l2_ahead>();
 
-  // 32-bit block decomposition (the launcher keeps the grid below 2^31 blocks).
-  const uint32_t rest = blockIdx.x / g.cblocks;
+  // 32-bit block decomposition (the launcher keeps the grid below 2^31 blocks), a multiply-high a
+  // division (an integer division is ~20 issued instructions; a thread of a 4-row chunk ~650 in all).
+  const uint32_t rest = g.cblocks_div.div(blockIdx.x);
   const uint32_t cb = blockIdx.x - rest * g.cblocks;
-  const uint32_t b = rest / g.tchunks, tc = rest - b * g.tchunks;
-  const int64_t L = p.seqlen, D = p.dim;
-  const T* xb = static_cast<const T*>(p.x) + int64_t(b) * p.x_batch_stride;
-  T* ob = static_cast<T*>(p.out) + int64_t(b) * p.out_batch_stride;
+  const uint32_t b = g.tchunks_div.div(rest), tc = rest - b * g.tchunks;
+  const int64_t L = g.seqlen, D = g.dim;
+  const T* xb = static_cast<const T*>(g.x) + int64_t(b) * g.x_batch_stride;
+  T* ob = static_cast<T*>(g.out) + int64_t(b) * g.out_batch_stride;
   const int64_t c0 = (int64_t(cb) * kTune.threads + threadIdx.x) * kC - misalignment<T, kC>(xb);
   // No barriers or shuffles below but the seq_idx kernels' vote: threads past the channels may leave
   // alone (with seq_idx after the vote; until then their loads take the edge path: zeros).
@@ -76,14 +90,17 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cl_tuning(kTargetFamily)
 
   // Row t of this thread's channels: x inside [0, L), initial_states for the kHalo rows before 0.
   using Data = Packed<T, kC>;
-  const T* init_b = p.initial_states == nullptr
-                        ? nullptr
-                        : static_cast<const T*>(p.initial_states) + int64_t(b) * p.init_batch_stride;
+  // (initial_states' batch row: on the edge path only, computed there. seq_idx never comes with
+  // initial states: the torch layer rejects it.)
+  auto init_b = [&]() -> const T* {
+    if (kSeqIdx || g.initial_states == nullptr) return nullptr;
+    return static_cast<const T*>(g.initial_states) + int64_t(b) * g.init_batch_stride;
+  };
   auto load_row = [&](int64_t t, Data& v) {
     if (t >= 0 && t < L && whole_c) {
-      v = load_packed<T, kC>(xb + t * p.x_l_stride + c0);
+      v = load_packed<T, kC>(xb + t * g.x_l_stride + c0);
     } else {
-      v = load_row_edge<T, kC, kHalo>(xb, init_b, L, D, p.x_l_stride, p.init_c_stride, p.init_l_stride, c0, t);
+      v = load_row_edge<T, kC, kHalo>(xb, init_b(), L, D, g.x_l_stride, g.init_c_stride, g.init_l_stride, c0, t);
     }
   };
   auto seq_at = [&](int64_t t) -> int32_t {
@@ -100,14 +117,14 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cl_tuning(kTargetFamily)
   if (whole_c && t0 >= kHalo && t0 + kRing <= L) {
     // Inside x (every chunk but the first and the row's last few): one running row pointer, no
     // per-row edge tests or index products.
-    const T* r = xb + (t0 - kHalo) * p.x_l_stride + c0;
+    const T* r = xb + (t0 - kHalo) * g.x_l_stride + c0;
     static_for<kHalo>([&](auto i) {
       halo_raw[i] = load_packed<T, kC>(r);
-      r += p.x_l_stride;
+      r += g.x_l_stride;
     });
     static_for<kRing>([&](auto j) {
       if (j < n) ring[j] = load_packed<T, kC>(r);
-      r += p.x_l_stride;
+      r += g.x_l_stride;
     });
   } else {
     static_for<kHalo>([&](auto i) { load_row(t0 - kHalo + i, halo_raw[i]); });
@@ -119,21 +136,17 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cl_tuning(kTargetFamily)
   // loaded first they put one more memory latency in front of the thread's first data request
   // (ncu, H200, (1, 4096, 256): the threads' first stall).
   float w[kWidth][kC], bias[kC];
-  if (whole_c) {
-    load_group_weights<kWidth, kC>(p, runs, c0, w, bias);
+  auto load_weights = [&](const auto& wa) {
+    if (whole_c) {
+      load_group_weights<kWidth, kC>(wa, g.wa.runs, c0, w, bias);
+    } else {
+      load_edge_weights<kWidth, kC>(wa, c0, D, w, bias);
+    }
+  };
+  if constexpr (kSeqIdx) {
+    load_weights(p);  // (from g, the seq_idx kernels spilled at their 64 registers on sm_90)
   } else {
-    with_dtype(p.w_dtype, [&](auto tag) {
-      using WT = typename decltype(tag)::type;
-      const WT* wp = static_cast<const WT*>(p.weight);
-      const WT* bp = static_cast<const WT*>(p.bias);
-      static_for<kC>([&](auto e) {
-        const int64_t ch = c0 + e;
-        const bool live = ch >= 0 && ch < D;
-        static_for<kWidth>(
-            [&](auto k) { w[k][e] = live ? to_float(wp[ch * p.weight_c_stride + k * p.weight_w_stride]) : 0.0f; });
-        bias[e] = live && bp != nullptr ? to_float(bp[ch * p.bias_stride]) : 0.0f;
-      });
-    });
+    load_weights(g.wa);
   }
   // The window: the previous kHalo rows, packed like the loads (converted when used).
   Data win[kHalo];
@@ -143,14 +156,14 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cl_tuning(kTargetFamily)
   // loads (always inside [0, L)) and the row it stores. (Block-uniform offsets plus a per-thread
   // base timed 164.6 vs 161.8 us at (8, 4096, 4096) and 37.6 vs 26.5 us at (2, 8192, 1024) on the
   // H200, one quick run each: kept the pointers.)
-  const T* x_next = xb + (t0 + kRing) * p.x_l_stride + c0;
-  T* o_row = ob + t0 * p.out_l_stride + c0;
+  const T* x_next = xb + (t0 + kRing) * g.x_l_stride + c0;
+  T* o_row = ob + t0 * g.out_l_stride + c0;
   // Rows past the ring asked of L2 (whole vectors only: every such row lies inside [0, L)).
   auto prefetch = [&](const T* row) {
     if (whole_c) prefetch_l2(row);
   };
   if constexpr (kL2Ahead > 0) {
-    for (int j = kRing; j < kRing + kL2Ahead && j < n; ++j) prefetch(x_next + (j - kRing) * p.x_l_stride);
+    for (int j = kRing; j < kRing + kL2Ahead && j < n; ++j) prefetch(x_next + (j - kRing) * g.x_l_stride);
   }
   // seq_idx: the chunk is clean when rows max(t0 - kHalo, 0) .. t0 + n - 1 share one id >= 0 (rows
   // before 0 are zeros: seq_idx comes without initial states). Else the ids of the window and the
@@ -188,9 +201,9 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cl_tuning(kTargetFamily)
             load_row(t0 + s + kRing, ring[j]);
           }
           if constexpr (kL2Ahead > 0) {
-            if (s + kRing + kL2Ahead < n) prefetch(x_next + kL2Ahead * p.x_l_stride);
+            if (s + kRing + kL2Ahead < n) prefetch(x_next + kL2Ahead * g.x_l_stride);
           }
-          x_next += p.x_l_stride;
+          x_next += g.x_l_stride;
           if constexpr (kMasked) ring_id[j] = seq_at(t0 + s + kRing);
         }
         // Outputs, packed as they are computed (fewer live registers than a float array).
@@ -213,7 +226,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cl_tuning(kTargetFamily)
           res.template set<kE>(o);
         });
         T* dst = o_row;
-        o_row += p.out_l_stride;
+        o_row += g.out_l_stride;
         if constexpr (kC > 1) {
           if (whole_c) {
             store_packed<output_hint(kTune.nt_store)>(dst, res.out);
@@ -285,13 +298,17 @@ int launch_fwd_channel_last(const FwdParams& p, const DeviceDesc& dev, Stream st
         const int64_t tchunks = chunks(steps);
         const int64_t blocks = p.batch * tchunks * cblocks;
         if (blocks > INT_MAX) return int(kErrInvalidParams);
-        const ClGrid g{static_cast<uint32_t>(cblocks), static_cast<uint32_t>(tchunks), static_cast<int32_t>(steps)};
-        // Weight and bias runs: every thread's first channel a multiple of kC (aligned rows).
-        const WeightRuns runs = (aligned || kC == 1) ? weight_runs(p, kC) : WeightRuns{false, false};
+        const ClGrid g{static_cast<uint32_t>(cblocks), static_cast<uint32_t>(tchunks),
+                       DivU32::make(static_cast<uint32_t>(cblocks)), DivU32::make(static_cast<uint32_t>(tchunks)),
+                       static_cast<int32_t>(steps), p.x, p.seqlen, p.dim, p.x_batch_stride, p.x_l_stride,
+                       p.initial_states, p.init_batch_stride, p.init_c_stride, p.init_l_stride, p.out,
+                       p.out_batch_stride, p.out_l_stride,
+                       // Weight and bias runs: every thread's first channel a multiple of kC (aligned rows).
+                       weight_args(p, (aligned || kC == 1) ? weight_runs(p, kC) : WeightRuns{false, false})};
         return dispatch_bool(p.silu, [&](auto S) {
           return dispatch_bool(p.seq_idx != nullptr, [&](auto Q) {
             fwd_channel_last_kernel<T, kWidth, kC, decltype(S)::value, decltype(Q)::value>
-                <<<static_cast<unsigned>(blocks), tune.threads, 0, stream>>>(p, g, runs);
+                <<<static_cast<unsigned>(blocks), tune.threads, 0, stream>>>(g, p);
             return launch_status();
           });
         });

@@ -502,6 +502,42 @@ inline WeightRuns weight_runs(const Params& p, int kc) {
   return r;
 }
 
+// What the weight loaders below read, copied out of a params struct into a kernel's leading
+// parameter (BwdClGrid, the channel-last forward's ClGrid, the decode's DecodeArgs): the fields a
+// kernel reads first are then a line or two of kernel parameters, each a constant-cache miss the
+// threads wait out in turn, instead of lines spread over the whole params struct.
+struct WeightArgs {
+  const void* weight;
+  const void* bias;  // optional
+  DType w_dtype;
+  WeightRuns runs;
+  int64_t weight_c_stride, weight_w_stride, bias_stride;
+};
+
+template <typename Params>
+inline WeightArgs weight_args(const Params& p, WeightRuns runs) {
+  return {p.weight, p.bias, p.w_dtype, runs, p.weight_c_stride, p.weight_w_stride, p.bias_stride};
+}
+
+// Weights and bias of channels c0 .. c0 + kC - 1 element by element, zeros for channels outside
+// [0, dim): the threads whose channel vector straddles an edge of dim.
+template <int kWidth, int kC, typename Args>
+__device__ __forceinline__ void load_edge_weights(const Args& a, int64_t c0, int64_t dim, float (&w)[kWidth][kC],
+                                                  float (&bias)[kC]) {
+  with_dtype(a.w_dtype, [&](auto tag) {
+    using WT = typename decltype(tag)::type;
+    const WT* wp = static_cast<const WT*>(a.weight);
+    const WT* bp = static_cast<const WT*>(a.bias);
+    static_for<kC>([&](auto e) {
+      const int64_t ch = c0 + e;
+      const bool live = ch >= 0 && ch < dim;
+      static_for<kWidth>(
+          [&](auto k) { w[k][e] = live ? to_float(wp[ch * a.weight_c_stride + k * a.weight_w_stride]) : 0.0f; });
+      bias[e] = live && bp != nullptr ? to_float(bp[ch * a.bias_stride]) : 0.0f;
+    });
+  });
+}
+
 // Weights and bias of channels c0 .. c0 + kC - 1 as floats (w[k][e]: tap k of channel c0 + e; bias
 // 0 without one): one run of vector loads each where `runs` allows (cache hits after the first
 // row of blocks), element by element otherwise. kTogether: when both are runs, the bias's load is

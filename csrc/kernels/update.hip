@@ -138,9 +138,30 @@ __global__ void CC_LAUNCH_BOUNDS(update_general_tuning(kTargetFamily)) update_ke
   }
 }
 
+// update_decode_kernel's parameters: the fields of UpdateParams it reads (copies), the ones a thread
+// reads before its first loads in front. Each 64-byte line of kernel parameters a thread touches
+// first is a constant-cache miss it waits out before going on: spread over UpdateParams they were
+// four lines in front of a row's first load. H200, bf16, dim 8192, in a CUDA graph, batch 1 / 16 /
+// 64 / 256 (bench.py --quick, one machine, A / B / A): 1.91 / 2.47 / 4.56 / 12.17 us then, 1.73 /
+// 2.19 / 4.28 / 12.26 with the row's fields in front and the weights loaded after the first row's
+// loads (their fields still in UpdateParams; with them here too, the same); two results runs of
+// this form 2.02 / 2.52 / 4.62 / 12.25-12.28 against 2.21 / 2.78 / 4.86 / 12.04 in the one before
+// (full bench: DRAM-cold buffers).
+struct DecodeArgs {
+  int64_t dim, batch, num_cache_lines;
+  const void* x;
+  int64_t x_batch_stride;
+  void* conv_state;
+  int64_t state_batch_stride;
+  const int32_t* conv_state_indices;
+  void* out;  // (first stored after the loads are requested)
+  int64_t out_batch_stride;
+  WeightArgs wa;  // (loaded after the first row's loads are requested)
+};
+
 // kS = state_len (width - 1 or width), fixed at compile time so the state stays in registers.
 template <typename T, int kWidth, bool kSilu, int kS>
-__global__ void CC_LAUNCH_BOUNDS(update_tuning(kTargetFamily)) update_decode_kernel(UpdateParams p, WeightRuns runs) {
+__global__ void CC_LAUNCH_BOUNDS(update_tuning(kTargetFamily)) update_decode_kernel(DecodeArgs a) {
   constexpr UpdateTuning kTune = update_tuning(kTargetFamily);
   constexpr int kHalo = kWidth - 1;
   constexpr int kPerWord = 4 / int(sizeof(T));
@@ -149,10 +170,7 @@ __global__ void CC_LAUNCH_BOUNDS(update_tuning(kTargetFamily)) update_decode_ker
   constexpr int kStBytes = kXBytes * kS;  // the thread's state entries of one row
   static_assert(kS == kHalo || kS == kHalo + 1, "state_len must be width - 1 or width");
   const int64_t c0 = (int64_t(blockIdx.x) * kTune.threads + threadIdx.x) * kC;
-  if (c0 >= p.dim) return;  // the launcher guarantees dim % kC == 0
-
-  float w[kWidth][kC], bias[kC];
-  load_group_weights<kWidth, kC>(p, runs, c0, w, bias);
+  if (c0 >= a.dim) return;  // the launcher guarantees dim % kC == 0
 
   // One batch row: its x words and its kC * kS state entries (element (channel e, position s) is
   // element e * kS + s of the run).
@@ -162,12 +180,12 @@ __global__ void CC_LAUNCH_BOUNDS(update_tuning(kTargetFamily)) update_decode_ker
     T* state;  // nullptr: padding row
   };
   auto fetch = [&](int64_t b, Row& r) {
-    const int64_t line = p.conv_state_indices ? p.conv_state_indices[b] : b;
+    const int64_t line = a.conv_state_indices ? a.conv_state_indices[b] : b;
     r.state = nullptr;
-    if (line < 0 || line >= p.num_cache_lines) return;
-    r.state = static_cast<T*>(p.conv_state) + line * p.state_batch_stride + c0 * kS;
+    if (line < 0 || line >= a.num_cache_lines) return;
+    r.state = static_cast<T*>(a.conv_state) + line * a.state_batch_stride + c0 * kS;
     load_run<kStBytes>(r.state, r.st);
-    load_run<kXBytes>(static_cast<const T*>(p.x) + b * p.x_batch_stride + c0, r.x);
+    load_run<kXBytes>(static_cast<const T*>(a.x) + b * a.x_batch_stride + c0, r.x);
   };
   // Element j of a run of 32-bit words, as float.
   auto elem = [](const uint32_t* words, auto j) {
@@ -175,14 +193,18 @@ __global__ void CC_LAUNCH_BOUNDS(update_tuning(kTargetFamily)) update_decode_ker
     return word_elem<T, kJ % kPerWord>(words[kJ / kPerWord]);
   };
 
+  // The first row's loads, then the weights' (their parameters' lines are fetched while those
+  // loads are in flight).
   Row cur;
   int64_t b = blockIdx.y;
-  if (b < p.batch) fetch(b, cur);
-  for (; b < p.batch; b += gridDim.y) {
+  if (b < a.batch) fetch(b, cur);
+  float w[kWidth][kC], bias[kC];
+  load_group_weights<kWidth, kC>(a.wa, a.wa.runs, c0, w, bias);
+  for (; b < a.batch; b += gridDim.y) {
     Row next;
     next.state = nullptr;
-    if (b + gridDim.y < p.batch) fetch(b + gridDim.y, next);
-    T* out = static_cast<T*>(p.out) + b * p.out_batch_stride + c0;
+    if (b + gridDim.y < a.batch) fetch(b + gridDim.y, next);
+    T* out = static_cast<T*>(a.out) + b * a.out_batch_stride + c0;
     uint32_t res[kXBytes / 4];
     if (cur.state == nullptr) {
       static_for<kXBytes / 4>([&](auto i) { res[i] = 0; });  // padding row: zeros, state untouched
@@ -249,7 +271,17 @@ int launch_update(const UpdateParams& p, const DeviceDesc& dev, void* stream) {
   if (fits_decode_kernel(p)) {
     const UpdateTuning tune = update_tuning(dev.family);
     const int kc = 4 / dtype_size(p.x_dtype);
-    const WeightRuns runs = weight_runs(p, kc);
+    const DecodeArgs args{p.dim,
+                          p.batch,
+                          p.num_cache_lines,
+                          p.x,
+                          p.x_batch_stride,
+                          p.conv_state,
+                          p.state_batch_stride,
+                          p.conv_state_indices,
+                          p.out,
+                          p.out_batch_stride,
+                          weight_args(p, weight_runs(p, kc))};
     return dispatch_dtype(p.x_dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
       const dim3 grid(ceil_div_u(p.dim / kc, tune.threads),
@@ -260,7 +292,7 @@ int launch_update(const UpdateParams& p, const DeviceDesc& dev, void* stream) {
         return dispatch_bool(p.silu, [&](auto Silu) {
           return dispatch_bool(p.state_len == kWidth, [&](auto Full) {
             update_decode_kernel<T, kWidth, decltype(Silu)::value, decltype(Full)::value ? kWidth : kWidth - 1>
-                <<<grid, tune.threads, 0, s>>>(p, runs);
+                <<<grid, tune.threads, 0, s>>>(args);
             return launch_status();
           });
         });

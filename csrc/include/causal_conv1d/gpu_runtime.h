@@ -157,10 +157,13 @@ __device__ __forceinline__ void prefetch_l2([[maybe_unused]] const void* p) {
 // that use them are NVIDIA's): the data travels without holding registers. Both addresses are
 // 4-byte aligned. Copies are grouped by cp_async_commit; cp_async_wait<N> returns once at most N
 // of the thread's newest groups are still in flight, and the issuing thread may then read what
-// those before them copied (no barrier: other threads' copies are not covered).
-__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
-  const auto s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(s), "l"(gmem) : "memory");
+// those before them copied (no barrier: other threads' copies are not covered). The shared
+// address is a shared-window one (shared_addr): computed once, a stage's is a constant offset.
+__device__ __forceinline__ uint32_t shared_addr(const void* smem) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+}
+__device__ __forceinline__ void cp_async4(uint32_t smem, const void* gmem) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem), "l"(gmem) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int kInFlight>
