@@ -26,6 +26,8 @@
 // negative produce zeros and leave the state alone: the GPU never writes outside conv_state,
 // and cannot raise on such values without a host synchronisation.
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
 
 #include "causal_conv1d/dispatch.h"
 #include "causal_conv1d/gpu.h"
@@ -143,21 +145,26 @@ __global__ void CC_LAUNCH_BOUNDS(update_general_tuning(kTargetFamily)) update_ke
 // first is a constant-cache miss it waits out before going on: spread over UpdateParams they were
 // four lines in front of a row's first load. H200, bf16, dim 8192, in a CUDA graph, batch 1 / 16 /
 // 64 / 256 (bench.py --quick, one machine, A / B / A): 1.91 / 2.47 / 4.56 / 12.17 us then, 1.73 /
-// 2.19 / 4.28 / 12.26 with the row's fields in front and the weights loaded after the first row's
-// loads (their fields still in UpdateParams; with them here too, the same); two results runs of
-// this form 2.02 / 2.52 / 4.62 / 12.25-12.28 against 2.21 / 2.78 / 4.86 / 12.04 in the one before
-// (full bench: DRAM-cold buffers).
+// 2.19 / 4.28 / 12.26 with the row's fields in the first two lines and the weights loaded after the
+// first row's loads (their fields still in UpdateParams; with them here too, the same); two results
+// runs of that form 2.02 / 2.52 / 4.62 / 12.25-12.28 against 2.21 / 2.78 / 4.86 / 12.04 in the one
+// before (full bench: DRAM-cold buffers). Now the row's fields are the first 48 bytes, which share
+// the first line with what every kernel reads first (on NVIDIA the global memory descriptor, at
+// 0x208): 32-bit counts and batch strides (fits_decode_kernel keeps larger ones off this kernel),
+// and the weights' dtype, whose test nvcc places before the row's loads (bench.py --quick, A / B /
+// A: 1.64 / 2.10 / 4.19 / 12.06 us against 1.67 / 2.14 / 4.21 / 12.10 with those in two lines).
 struct DecodeArgs {
-  int64_t dim, batch, num_cache_lines;
-  const void* x;
-  int64_t x_batch_stride;
-  void* conv_state;
-  int64_t state_batch_stride;
+  int32_t dim, batch, num_cache_lines, x_batch_stride, state_batch_stride;
+  DType w_dtype;  // (wa.w_dtype's copy)
   const int32_t* conv_state_indices;
-  void* out;  // (first stored after the loads are requested)
+  void* conv_state;
+  const void* x;
+  // (Read once the row's loads are requested.)
+  void* out;
   int64_t out_batch_stride;
-  WeightArgs wa;  // (loaded after the first row's loads are requested)
+  WeightArgs wa;
 };
+static_assert(offsetof(DecodeArgs, out) == 48, "the row's fields fill the first 48 bytes");
 
 // kS = state_len (width - 1 or width), fixed at compile time so the state stays in registers.
 template <typename T, int kWidth, bool kSilu, int kS>
@@ -199,7 +206,9 @@ __global__ void CC_LAUNCH_BOUNDS(update_tuning(kTargetFamily)) update_decode_ker
   int64_t b = blockIdx.y;
   if (b < a.batch) fetch(b, cur);
   float w[kWidth][kC], bias[kC];
-  load_group_weights<kWidth, kC>(a.wa, a.wa.runs, c0, w, bias);
+  WeightArgs wa = a.wa;
+  wa.w_dtype = a.w_dtype;  // (from the first line)
+  load_group_weights<kWidth, kC>(wa, wa.runs, c0, w, bias);
   for (; b < a.batch; b += gridDim.y) {
     Row next;
     next.state = nullptr;
@@ -255,7 +264,10 @@ bool fits_decode_kernel(const UpdateParams& p) {
   const int64_t S = p.state_len;
   const auto aligned = [](const void* ptr, int64_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; };
   const int xa = 4, sa = run_access(int(4 * S));
-  return p.seqlen == 1 && p.cache_seqlens == nullptr && (S == p.width - 1 || S == p.width) && p.dim % kc == 0 &&
+  // (DecodeArgs' 32-bit fields.)
+  const auto i32 = [](int64_t v) { return v >= 0 && v <= INT32_MAX; };
+  return i32(p.dim) && i32(p.batch) && i32(p.num_cache_lines) && i32(p.x_batch_stride) && i32(p.state_batch_stride) &&
+         p.seqlen == 1 && p.cache_seqlens == nullptr && (S == p.width - 1 || S == p.width) && p.dim % kc == 0 &&
          p.x_c_stride == 1 && p.out_c_stride == 1 && p.state_l_stride == 1 && p.state_c_stride == S &&
          aligned(p.x, xa) && aligned(p.out, xa) && aligned(p.conv_state, sa) &&
          multiple_of(p.x_batch_stride * es, xa) && multiple_of(p.out_batch_stride * es, xa) &&
@@ -271,14 +283,15 @@ int launch_update(const UpdateParams& p, const DeviceDesc& dev, void* stream) {
   if (fits_decode_kernel(p)) {
     const UpdateTuning tune = update_tuning(dev.family);
     const int kc = 4 / dtype_size(p.x_dtype);
-    const DecodeArgs args{p.dim,
-                          p.batch,
-                          p.num_cache_lines,
-                          p.x,
-                          p.x_batch_stride,
-                          p.conv_state,
-                          p.state_batch_stride,
+    const DecodeArgs args{static_cast<int32_t>(p.dim),
+                          static_cast<int32_t>(p.batch),
+                          static_cast<int32_t>(p.num_cache_lines),
+                          static_cast<int32_t>(p.x_batch_stride),
+                          static_cast<int32_t>(p.state_batch_stride),
+                          p.w_dtype,
                           p.conv_state_indices,
+                          p.conv_state,
+                          p.x,
                           p.out,
                           p.out_batch_stride,
                           weight_args(p, weight_runs(p, kc))};
