@@ -81,10 +81,16 @@ CC_EDGE_FN void store_row_edge(T* dx, int64_t dx_ls, T* dinit, int64_t dinit_cs,
   });
 }
 
-template <typename T, int kWidth, int kC, bool kSilu, bool kSeqIdx>
-__global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_tuning(kTargetFamily), kSeqIdx))
+// The tuning row a kernel is compiled with: kWide, the wide blocks (wide_bwd_cl_row).
+template <bool kWide>
+__host__ __device__ constexpr BwdClTuning bwd_cl_row(ArchFamily f) {
+  return kWide ? wide_bwd_cl_row(bwd_cl_tuning(f)) : bwd_cl_tuning(f);
+}
+
+template <typename T, int kWidth, int kC, bool kSilu, bool kSeqIdx, bool kWide>
+__global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_row<kWide>(kTargetFamily), kSeqIdx))
     bwd_channel_last_kernel(BwdClGrid g, BwdParams p) {
-  constexpr BwdClTuning kTune = bwd_cl_tuning(kTargetFamily);
+  constexpr BwdClTuning kTune = bwd_cl_row<kWide>(kTargetFamily);
   constexpr int kRing = kTune.ring;
 #if defined(__HIP_DEVICE_COMPILE__)  // (a HIP host pass sees NVIDIA's row: no target is known there)
   static_assert(kTune.async_ring == 0, "cp.async is an NVIDIA instruction");
@@ -605,7 +611,7 @@ BwdClGrid bwd_cl_grid(const BwdParams& p, const DeviceDesc& dev) {
   g.want_dfin = p.dfinal_states != nullptr;
   g.kc = vec ? kc_full : 1;
   const int wave = dev.wave_size;
-  const int warps = tune.threads / wave;
+  int warps = tune.threads / wave;
   const int64_t span = f.dim + (g.kc > 1 && !aligned ? g.kc - 1 : 0);
   const int64_t groups = (span + g.kc - 1) / g.kc;
   const int64_t cblocks = (groups + wave - 1) / wave;
@@ -615,6 +621,11 @@ BwdClGrid bwd_cl_grid(const BwdParams& p, const DeviceDesc& dev) {
   auto tblocks = [&](int64_t st) { return std::max<int64_t>(1, (f.seqlen + st * warps - 1) / (st * warps)); };
   while (steps > tune.min_steps && f.batch * cblocks * tblocks(steps) < int64_t(tune.min_blocks_per_cu) * dev.cu_count)
     steps /= 2;
+  // Shortened ranges: the wide blocks where the table has them (not the seq_idx kernels), the
+  // same ranges in fewer, larger blocks.
+  g.wide = steps < tune.max_steps && tune.wide_threads > 0 && f.seq_idx == nullptr;
+  g.threads = g.wide ? tune.wide_threads : tune.threads;
+  warps = g.threads / wave;
   g.cblocks = static_cast<uint32_t>(std::min<int64_t>(cblocks, UINT32_MAX));
   g.tblocks = static_cast<uint32_t>(std::min<int64_t>(tblocks(steps), UINT32_MAX));
   // (Exact for the block indices below 2^31 the launcher allows; past that it refuses the grid.)
@@ -632,7 +643,6 @@ BwdClGrid bwd_cl_grid(const BwdParams& p, const DeviceDesc& dev) {
 
 int launch_bwd_channel_last(const BwdParams& p, const DeviceDesc& dev, Stream stream) {
   const FwdParams& f = p.f;
-  const BwdClTuning tune = bwd_cl_tuning(dev.family);
   const BwdClGrid g = bwd_cl_grid(p, dev);
   if (g.blocks > INT_MAX) return kErrInvalidParams;
   if (const int status = launch_bwd_seq_masks(p, g.ws, dev, stream); status != kSuccess) return status;
@@ -642,11 +652,17 @@ int launch_bwd_channel_last(const BwdParams& p, const DeviceDesc& dev, Stream st
       return dispatch_bool(g.kc > 1, [&](auto V) {
         constexpr int kC = decltype(V)::value ? kBwdClVec<T> : 1;
         return dispatch_bool(f.silu, [&](auto S) {
-          return dispatch_bool(f.seq_idx != nullptr, [&](auto Q) {
-            bwd_channel_last_kernel<T, decltype(W)::value, kC, decltype(S)::value, decltype(Q)::value>
-                <<<static_cast<unsigned>(g.blocks), tune.threads, 0, stream>>>(g, p);
+          auto launch = [&](auto Q, auto Wide) {
+            bwd_channel_last_kernel<T, decltype(W)::value, kC, decltype(S)::value, decltype(Q)::value,
+                                    decltype(Wide)::value>
+                <<<static_cast<unsigned>(g.blocks), static_cast<unsigned>(g.threads), 0, stream>>>(g, p);
             return launch_status();
-          });
+          };
+          if (f.seq_idx != nullptr) return launch(BoolC<true>{}, BoolC<false>{});
+#if CAUSAL_CONV1D_BACKEND_CUDA  // (only NVIDIA's row has wide blocks: AMD builds compile none)
+          if (g.wide) return launch(BoolC<false>{}, BoolC<true>{});
+#endif
+          return launch(BoolC<false>{}, BoolC<false>{});
         });
       });
     });

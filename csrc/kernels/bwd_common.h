@@ -112,6 +112,8 @@ struct BwdClGrid {
   int64_t dx_batch_stride, dx_l_stride;
   WeightArgs wa;   // (loaded once the first rows are requested)
   int kc;          // channels per thread (1: the element path)
+  bool wide;       // the wide blocks (BwdClTuning::wide_threads)
+  int threads;     // block size
   int64_t blocks;  // grid size: batch * tblocks * cblocks
   int64_t slots;   // dweight/dbias partials per channel: batch * tblocks
   BwdWorkspace ws;

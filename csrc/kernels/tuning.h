@@ -250,10 +250,22 @@ struct BwdClTuning {
   int ring;               // time steps loaded ahead (a row of x and of dout each)
   bool seq_rename;        // the seq_idx kernels rename their windows too (see the kernel)
   bool nt_store;
-  int async_ring;  // NVIDIA (sm_80 on): stages of a step's x and dout rows copied ahead
-                   // into shared memory by cp.async instead of the register ring (4-byte
-                   // vectors; 256 B a warp a step); 0: the register ring
+  int async_ring;    // NVIDIA (sm_80 on): stages of a step's x and dout rows copied ahead
+                     // into shared memory by cp.async instead of the register ring (4-byte
+                     // vectors; 256 B a warp a step); 0: the register ring
+  int wide_threads;  // NVIDIA: the block size of the kernels without seq_idx when the ranges are
+                     // shortened (small grids): more warps a block sum their dweight/dbias in
+                     // LDS before the atomics; 0: `threads` always
 };
+
+// The row of the wide kernels (bwd_cl_tuning's wide_threads): as many threads an SM.
+__host__ __device__ constexpr BwdClTuning wide_bwd_cl_row(BwdClTuning r) {
+  if (r.wide_threads > 0) {
+    r.occupancy = r.occupancy * r.threads / r.wide_threads;
+    r.threads = r.wide_threads;
+  }
+  return r;
+}
 
 __host__ __device__ constexpr BwdClTuning bwd_cl_tuning(ArchFamily f) {
   switch (f) {
@@ -294,19 +306,24 @@ __host__ __device__ constexpr BwdClTuning bwd_cl_tuning(ArchFamily f) {
     // window, stage prologue, partial) is ~860 instructions against ~90 a step, so 8 steps at
     // least: (1, 4096, 256) in a CUDA graph 9.4 us against 11.8 at 4 and 9.7 at 16 (ncu: 3.1M
     // against 5.1M instructions); larger shapes take 32-step ranges or longer either way.
-    case ArchFamily::kNvidia: return {128, 8, 7, 128, 4, 8, 2, true, false, 6};
+    // Shortened ranges (small grids) take blocks of 256 threads (8 warps, 4 blocks an SM): half
+    // the atomics and partials, which cost much there (each warp adding its own sums: 8.2 -> 14.9
+    // us at (1, 4096, 256) in a graph); A / B / A, in a graph, (1, 4096, 256) / (4, 2048, 128) /
+    // (1, 8192, 256) / (2, 8192, 1024) 7.68 / 8.42 / 10.58 / 36.2 us against 8.18 / 8.61 / 12.16 /
+    // 36.8 at 128; the large shapes, whose ranges are whole, keep 128 (0.6-1.3% slower at 256).
+    case ArchFamily::kNvidia: return {128, 8, 7, 128, 4, 8, 2, true, false, 6, 256};
     // RDNA: ~10 KB per CU; at least 12 waves/SIMD (the kernel needs 85 VGPRs, so 16 run) x 2 SIMDs
     // x 32 lanes x 2 rows ahead x 8 B = 12 KB. Ranges down to 4 steps as on NVIDIA: filling the
     // CUs matters more than the re-read halo rows, which hit the cache. The seq_idx kernels
     // slide their windows: renamed, the width-4 ones spill at 12 waves (and at 5 on gfx942).
-    case ArchFamily::kRdna4: return {128, 12, 12, 64, 4, 4, 2, false, true, 0};
-    case ArchFamily::kRdna3: return {128, 12, 12, 64, 4, 4, 2, false, true, 0};
+    case ArchFamily::kRdna4: return {128, 12, 12, 64, 4, 4, 2, false, true, 0, 0};
+    case ArchFamily::kRdna3: return {128, 12, 12, 64, 4, 4, 2, false, true, 0, 0};
     // gfx942: wave64, so 128 threads are 2 time ranges of 64 channel groups. 5 waves/SIMD (<= 96
     // VGPRs, no spills) x 4 SIMDs x 64 lanes x 2 x 8 B = 20 KB per CU, short of the ~30-40 KB
     // gfx942 needs.
-    case ArchFamily::kCdna: return {128, 5, 5, 64, 4, 4, 2, false, true, 0};
+    case ArchFamily::kCdna: return {128, 5, 5, 64, 4, 4, 2, false, true, 0, 0};
   }
-  return {128, 8, 7, 128, 4, 8, 2, true, false, 6};
+  return {128, 8, 7, 128, 4, 8, 2, true, false, 6, 256};
 }
 
 // Deterministic backward: the ordered sum of the dweight/dbias partials (bwd.hip). A slot's
