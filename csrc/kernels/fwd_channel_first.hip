@@ -8,6 +8,20 @@
 // the warp covers consecutive 16-byte chunks. Warps are independent (no shared memory, no
 // barriers); a block is just tuning-table `threads` / kWarpSize strips.
 //
+// Interleaved strips (kIl > 0; the tuning table's interleave, NVIDIA, long rows): 2^kIl warps of a
+// block share a strip, warp w taking its warp-rows w, w + 2^kIl, ..., so the block's loads and
+// stores at a time are one contiguous run of 2^kIl * 512 bytes instead of as many runs of 512 apart.
+// The launcher takes the most warps a strip that leave each at least interleave_min_iters
+// iterations of the row. Lane 0's halo then is the previous warp's, so it loads the vector before
+// its own with its own (an L1 / L2 hit: the other warp loads it at the same time) instead of
+// carrying it. H200, in a CUDA graph, warp strips -> interleaved (one run, upstream's in it): bf16
+// (1, 8192, 16384) / (4, 5376, 8192) / (8, 4096, 4096) 138.2 / 177.9 / 136.8 -> 136.1 / 173.4 /
+// 134.6 us (upstream 136.6 / 176.8 / 135.6), fp16 (4, 5376, 8192) 178.5 -> 173.8, width 2 (8,
+// 4096, 4096) 138.0 -> 134.1. ncu had shown the same instructions and DRAM bytes as upstream's
+// (whose blocks walk a row 2 KB at a time) at 78.5% DRAM activity against its 79.4%. The shorter
+// rows keep warp strips: 4 warps of 4 iterations each were 2.5% slower at (8, 4096, 4096), and
+// (2, 8192, 1024) (4 iterations a row) 21.5 -> 28.8 / 37.6 us with 2 / 4 warps a strip.
+//
 // out in another vector phase than x (kOutVec false: x a slice of longer rows, out allocated
 // dense): the vectors follow x, and out's vector that starts s positions before a lane's (s from
 // the two rows' phases, the same for the whole strip) is the previous lane's last s outputs and
@@ -34,9 +48,10 @@
 // vector are the last ones of the previous lane's vector: one rotated shuffle per halo element
 // (lane l reads lane l - 1, lane 0 reads the last lane). Lane 0 uses what it received in the
 // previous iteration (the last lane's vector then was the one just before its own) and keeps the
-// current value for the next iteration. Only lane 0 of a strip's first iteration reads its halo
-// from memory: x (a cache hit, the previous strip loads it), initial_states before t = 0, or 0.
-// The lane holding position seqlen - 1 writes the final states.
+// current value for the next iteration (interleaved strips: it loads that vector instead). Only
+// lane 0 of a strip's first iteration reads its halo from memory: x (a cache hit, the previous
+// strip loads it), initial_states before t = 0, or 0. The lane holding position seqlen - 1 writes
+// the final states.
 //
 // seq_idx: a byte of masks a position (seq_masks.h, written by the launcher's mask kernel once per
 // batch row) beside each vector, one aligned load a vector: each byte already says which of its
@@ -66,7 +81,7 @@ struct CfGrid {
   int64_t mask_row;
 };
 
-template <typename T, int kWidth, int kV, bool kOutVec, bool kSilu, bool kSeqIdx, bool kMaskPair>
+template <typename T, int kWidth, int kV, bool kOutVec, bool kSilu, bool kSeqIdx, bool kMaskPair, int kIl>
 __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily), kSeqIdx))
     fwd_channel_first_kernel(FwdParams p, CfGrid g) {
   constexpr FwdCfTuning kTune = fwd_cf_tuning(kTargetFamily);
@@ -89,9 +104,20 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
   constexpr bool kCarry = !kSeqIdx;
   static_assert(kTune.threads % kWarpSize == 0, "a block must consist of whole warps");
   static_assert(kV * int(sizeof(T)) == 16, "16-byte vectors (kV a multiple of 4: whole words of mask bytes)");
+  // Interleaved strips (the top of the file): 2^kIl warps a strip, lane 0 loading the vector
+  // before its own (its halo) instead of carrying the last lane's of the previous iteration.
+  constexpr bool kInter = kIl > 0;
+  static_assert(!kInter || (interleaves(kTune, kOutVec, kSeqIdx) && (1 << kIl) <= kTune.interleave),
+                "only the kernels the table interleaves");
+  static_assert(!kInter || kHalo <= kV, "lane 0's halo lies in the vector before its own");
+  constexpr uint32_t kWarps = kTune.threads / kWarpSize;
+  constexpr uint32_t kMembers = 1u << kIl;  // warps a strip
+  static_assert(kWarps % kMembers == 0, "a block holds whole strips");
 
   const int lane = threadIdx.x % kWarpSize;
-  const uint32_t strip_id = blockIdx.x * (kTune.threads / kWarpSize) + threadIdx.x / kWarpSize;
+  const uint32_t warp = threadIdx.x / kWarpSize;
+  const uint32_t member = warp % kMembers;  // the warp's place among its strip's
+  const uint32_t strip_id = blockIdx.x * (kWarps / kMembers) + warp / kMembers;
   if (strip_id >= g.total_strips) return;  // whole warps leave together
   const uint32_t row = strip_id / g.strips_per_row;
   const uint32_t strip = strip_id - row * g.strips_per_row;
@@ -111,7 +137,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
                : static_cast<T*>(p.final_states) + int64_t(b) * p.final_batch_stride + int64_t(c) * p.final_c_stride;
 
   if (L == 0) {  // no outputs; the final states are the initial states (or zeros)
-    if (fin != nullptr && strip == 0 && lane < kHalo) fin[lane * p.final_l_stride] = input(lane - kHalo);
+    if (fin != nullptr && strip == 0 && member == 0 && lane < kHalo) fin[lane * p.final_l_stride] = input(lane - kHalo);
     return;
   }
 
@@ -123,15 +149,19 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
   // (a batch row's masks start aligned; its data rows may not).
   const int mo = (kV - m) % kV;
   const int64_t row_vecs = (L + m + kV - 1) / kV;
-  const int64_t vec0 = int64_t(strip) * g.iters * kWarpSize;           // the strip's first vector
-  const int64_t left = (row_vecs - vec0 + kWarpSize - 1) / kWarpSize;  // iterations left in the row
-  const int n_it = left < g.iters ? int(left) : g.iters;
+  // A warp's iteration it holds vectors vec0 + it * it_vecs + lane (it_vecs: the strip's warps'
+  // warp-rows, interleaved), positions qbase + it * stride.
+  constexpr int64_t it_vecs = int64_t(kWarpSize) * kMembers;
+  constexpr int32_t stride = kStep * kMembers;
+  const int64_t vec0 = int64_t(strip) * g.iters * it_vecs + member * kWarpSize;  // this warp's first vector
+  const int64_t left = (row_vecs - vec0 + it_vecs - 1) / it_vecs;                // its iterations left in the row
+  const int n_it = left <= 0 ? 0 : left < g.iters ? int(left) : g.iters;
   const int64_t qbase = (vec0 + lane) * kV - m;  // this lane's first position
   // Room left in the row after qbase, saturated to 32 bits (a strip spans at most a few thousand
   // elements): the vector of iteration `it` is whole when it lies inside [0, L).
   const int64_t room64 = L - qbase;
   const int32_t room = room64 > INT_MAX ? INT_MAX : int32_t(room64);
-  auto whole = [&](int it) { return (it > 0 || qbase >= 0) && it * kStep + kV <= room; };
+  auto whole = [&](int it) { return (it > 0 || qbase >= 0) && it * stride + kV <= room; };
 
   float w[kWidth], bias = 0.0f;  // loaded after the strip's first loads are issued (below)
 
@@ -139,13 +169,30 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
   using Masks = uint32_t[kMPair][kMWords];
   Data out_carry;  // kCarry: the last lane's outputs of the previous iteration
   static_for<Data::kWords>([&](auto j) { out_carry.w[j] = 0; });
-  auto load = [&](int it, Data& v, Masks& mk) {
-    const int64_t q0 = qbase + it * kStep;
+  auto load = [&](int it, Data& v, Masks& mk, Data& before) {
+    const int64_t q0 = qbase + it * stride;
     const bool full = whole(it);
     if (full) {
       v = load_packed<T, kV>(x + q0);
     } else {
       v = load_edge<T, kV, kHalo>(x, L, init, p.init_l_stride, q0);
+    }
+    if constexpr (kInter) {  // lane 0: the vector before its own, for its halo
+      if (lane == 0) {
+        if (q0 >= kV && q0 <= L) {
+          before = load_packed<T, kV>(x + q0 - kV);
+        } else {
+          // Its last kHalo elements (the halo) element by element, inline: the out-of-line
+          // load_edge returns only once its loads have landed, which held up the strip's first
+          // loads behind the initial_states' (H200, bf16 (8, 4096, 4096) with states in a CUDA
+          // graph 142.0 us against 139.0 with warp strips).
+          static_for<Data::kWords>([&](auto j) { before.w[j] = 0; });
+          static_for<kHalo>([&](auto i) {
+            constexpr int kE = kV - kHalo + decltype(i)::value;
+            before.w[kE / kPerWord] |= elem_word<T, kE % kPerWord>(input(q0 - kHalo + decltype(i)::value));
+          });
+        }
+      }
     }
     if constexpr (kSeqIdx) {
       if (full && (kMPair == 2 || mo == 0)) {  // (seq_mask_row leaves room past seqlen)
@@ -159,14 +206,14 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
   // l < kD received in the previous iteration (for the first iteration: read from memory).
   uint32_t carry[kHalo];
 
-  auto process = [&](int it, const Data& cur, const Masks& ring_masks) {
+  auto process = [&](int it, const Data& cur, const Masks& ring_masks, const Data& before) {
     // The masks of the own positions: from the ring (load) or, for the other vectors, read now.
     uint32_t mk[kMWords];
     if constexpr (kSeqIdx) {
       if (whole(it) && (kMPair == 2 || mo == 0)) {
         straddled_masks<kV>(ring_masks[0], ring_masks[kMPair - 1], kMPair == 1 ? 0 : mo, mk);
       } else {
-        const int64_t q0 = qbase + it * kStep;
+        const int64_t q0 = qbase + it * stride;
         uint64_t v = 0;
 #pragma unroll 1
         for (int e = 0; e < kV; ++e) v |= uint64_t(mask_at(q0 + e)) << (8 * e);
@@ -180,8 +227,12 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
       constexpr int kSrc = kD * kV - kBack;
       const int src_lane = (lane + kWarpSize - kD) % kWarpSize;
       const uint32_t got = shfl(cur.w[kSrc / kPerWord], src_lane, kWarpSize);
-      hal[i] = word_elem<T, kSrc % kPerWord>(lane < kD ? carry[i] : got);
-      carry[i] = got;
+      if constexpr (kInter) {  // (kD is 1: the halo lies in the vector before lane 0's)
+        hal[i] = word_elem<T, kSrc % kPerWord>(lane < kD ? before.w[kSrc / kPerWord] : got);
+      } else {
+        hal[i] = word_elem<T, kSrc % kPerWord>(lane < kD ? carry[i] : got);
+        carry[i] = got;
+      }
     });
     // Outputs, packed as they are computed (inputs converted where used): fewer live registers
     // than float arrays of inputs and outputs, which matters for the AMD occupancy floors. Masked:
@@ -233,7 +284,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
       res = compute(BoolC<false>{});
     }
 
-    const int64_t q0 = qbase + it * kStep;
+    const int64_t q0 = qbase + it * stride;
     if constexpr (kOutVec) {
       if (whole(it)) {
         store_packed<output_hint(kTune.nt_store)>(out + q0, res.out);
@@ -278,7 +329,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
 
   // The lines of iteration `it`, when it is whole, asked of L2 (no registers held until its load).
   auto prefetch = [&](int it) {
-    if (whole(it)) prefetch_l2(x + qbase + it * kStep);
+    if (whole(it)) prefetch_l2(x + qbase + it * stride);
   };
 
   // The ring: ring[j] holds iteration it0 + j; its next load (it0 + j + kRing) is issued before
@@ -286,8 +337,10 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
   // the ring in registers.
   Data ring[kRing];
   Masks ring_mk[kRing];
+  Data ring_before[kInter ? kRing : 1];  // kInter: lane 0's vector before its own
+  auto before_of = [&](auto j) -> Data& { return ring_before[kInter ? decltype(j)::value : 0]; };
   static_for<kRing>([&](auto j) {
-    if (j < n_it) load(j, ring[j], ring_mk[j]);
+    if (j < n_it) load(j, ring[j], ring_mk[j], before_of(j));
   });
   if constexpr (kL2Ahead > 0) {
     for (int j = kRing; j < kRing + kL2Ahead && j < n_it; ++j) prefetch(j);
@@ -300,7 +353,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
     constexpr int kBack = kHalo - decltype(i)::value;
     constexpr int kD = (kBack + kV - 1) / kV;
     carry_raw[i] = T{};
-    if (lane < kD) carry_raw[i] = input(qbase - kBack);
+    if (!kInter && lane < kD) carry_raw[i] = input(qbase - kBack);
   });
   with_dtype(p.w_dtype, [&](auto tag) {
     using WT = typename decltype(tag)::type;
@@ -318,14 +371,14 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
     static_for<kRing>([&](auto j) {
       const int it = it0 + j;
       if (it >= n_it) return;  // warp-uniform
-      const Data cur = ring[j];
+      const Data cur = ring[j], cur_before = before_of(j);
       Masks cur_mk;
       static_for<kMPair>([&](auto h) { static_for<kMWords>([&](auto w) { cur_mk[h][w] = ring_mk[j][h][w]; }); });
-      if (it + kRing < n_it) load(it + kRing, ring[j], ring_mk[j]);
+      if (it + kRing < n_it) load(it + kRing, ring[j], ring_mk[j], before_of(j));
       if constexpr (kL2Ahead > 0) {
         if (it + kRing + kL2Ahead < n_it) prefetch(it + kRing + kL2Ahead);
       }
-      process(it, cur, cur_mk);
+      process(it, cur, cur_mk, cur_before);
     });
   }
   // kCarry: the strip's last s_out outputs (its last vector's, carried to lane 0), which no vector
@@ -341,11 +394,17 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
   // Final states: copies of positions L - kHalo .. L - 1, written by the strip holding L - 1 (they
   // are cache hits: it has just read them). Kept out of the loop, where the test would hold
   // registers across every iteration.
-  if (fin != nullptr && lane < kHalo && (L - 1 + m) / kV / (int64_t(g.iters) * kWarpSize) == strip)
-    fin[lane * p.final_l_stride] = input(L - kHalo + lane);
+  if (fin != nullptr && lane < kHalo) {
+    const int64_t v_last = (L - 1 + m) / kV;
+    if (v_last / (g.iters * it_vecs) == strip && v_last / kWarpSize % kMembers == member)
+      fin[lane * p.final_l_stride] = input(L - kHalo + lane);
+  }
 }
 
 }  // namespace
+
+// The interleaved kernels the launcher instantiates: 2^1 and 2^2 warps a strip.
+constexpr int kMaxInterLog2 = 2;
 
 int launch_fwd_channel_first(const FwdParams& p, const uint8_t* masks, int64_t mask_row, const DeviceDesc& dev,
                              Stream stream) {
@@ -371,7 +430,18 @@ int launch_fwd_channel_first(const FwdParams& p, const uint8_t* masks, int64_t m
           const int64_t max_iters = kSeqIdx ? tune.max_iters_seq : tune.max_iters;
           const int64_t span = p.seqlen + (aligned ? 0 : kV - 1);
           const int64_t row_vecs = (span + kV - 1) / kV;
-          const int64_t iters_needed = std::max<int64_t>(1, (row_vecs + wave - 1) / wave);
+          const int warps_per_block = tune.threads / wave;
+          // Interleaved strips: as many warps a strip (2^il) as the table allows while each keeps
+          // at least interleave_min_iters iterations of the row (CUDA builds: the only ones that
+          // compile interleaved kernels, below).
+          int il = 0;
+          if (CAUSAL_CONV1D_BACKEND_CUDA && interleaves(tune, decltype(OutVec)::value, kSeqIdx)) {
+            auto iters_at = [&](int l) { return (row_vecs + (int64_t(wave) << l) - 1) / (int64_t(wave) << l); };
+            while (il < kMaxInterLog2 && (2 << il) <= tune.interleave && iters_at(il + 1) >= tune.interleave_min_iters)
+              ++il;
+          }
+          const int64_t it_vecs = int64_t(wave) << il;  // vectors a strip's iteration covers
+          const int64_t iters_needed = std::max<int64_t>(1, (row_vecs + it_vecs - 1) / it_vecs);
           const int64_t strips_per_row = (iters_needed + max_iters - 1) / max_iters;
           const int64_t iters = (iters_needed + strips_per_row - 1) / strips_per_row;
           const int64_t total = p.batch * p.dim * strips_per_row;
@@ -383,16 +453,27 @@ int launch_fwd_channel_first(const FwdParams& p, const uint8_t* masks, int64_t m
           g.iters = static_cast<int32_t>(iters);
           g.masks = masks;
           g.mask_row = mask_row;
-          const int warps_per_block = tune.threads / wave;
-          const auto blocks = static_cast<unsigned>((total + warps_per_block - 1) / warps_per_block);
+          const int strips_per_block = warps_per_block >> il;
+          const auto blocks = static_cast<unsigned>((total + strips_per_block - 1) / strips_per_block);
           // seq_idx with misaligned rows: the kernels that load both mask vectors a vector's bytes
           // straddle (aligned rows need one; the other kernels take the same code path).
           const bool pair = kSeqIdx && !aligned && tune.seq_mask_pair;
           return dispatch_bool(p.silu, [&](auto S) {
             return dispatch_bool(pair, [&](auto P) {
-              fwd_channel_first_kernel<T, kWidth, kV, decltype(OutVec)::value, decltype(S)::value, kSeqIdx,
-                                       decltype(P)::value && kSeqIdx><<<blocks, tune.threads, 0, stream>>>(p, g);
-              return launch_status();
+              constexpr bool kOutVec = decltype(OutVec)::value, kSilu = decltype(S)::value;
+              constexpr bool kPair = decltype(P)::value && kSeqIdx;
+              auto launch = [&](auto Il) {
+                fwd_channel_first_kernel<T, kWidth, kV, kOutVec, kSilu, kSeqIdx, kPair, decltype(Il)::value>
+                    <<<blocks, tune.threads, 0, stream>>>(p, g);
+                return launch_status();
+              };
+#if CAUSAL_CONV1D_BACKEND_CUDA  // (only NVIDIA's row interleaves: AMD builds compile no such kernel)
+              if constexpr (kOutVec && !kSeqIdx) {
+                if (il == 1) return launch(IntC<1>{});
+                if (il == 2) return launch(IntC<2>{});
+              }
+#endif
+              return launch(IntC<0>{});
             });
           });
         });

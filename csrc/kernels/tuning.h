@@ -46,23 +46,34 @@ constexpr ArchFamily kTargetFamily = ArchFamily::kNvidia;
 // Forward, channel-first (fwd_channel_first.hip): each warp streams a strip of one row, one
 // 16-byte vector per lane per iteration, with `ring` loads issued ahead of the one computed.
 struct FwdCfTuning {
-  int threads;         // block size: whole warps, each an independent strip
-  int occupancy;       // CC_LAUNCH_BOUNDS: NVIDIA blocks per SM, AMD waves per SIMD
-  int occupancy_seq;   // the same for the seq_idx kernels
-  int max_iters;       // iterations (warp-wide 16-byte rows) per strip: more = fewer halo reloads
-  int max_iters_seq;   // the same for the seq_idx kernels
-  int ring;            // vectors loaded ahead per lane (16 bytes, 4 registers each)
-  int ring_seq;        // the same with seq_idx (a mask byte a position beside the data)
-  int l2_ahead;        // NVIDIA: iterations past the ring whose lines are prefetched to L2 (no
-                       // registers held)
-  int l2_ahead_seq;    // the same with seq_idx
-  bool nt_store;       // AMD: nontemporal stores for out (written once, never read back)
-  bool seq_mask_pair;  // seq_idx: a misaligned row's vectors load the two mask vectors their bytes
-                       // straddle in the ring (2 more registers a slot); else they read them byte
-                       // by byte when computed
-  bool realign_seq;    // seq_idx, out in another vector phase than x: out's vectors realigned by a
-                       // shuffle (as the kernels without seq_idx do); else stored element by element
+  int threads;               // block size: whole warps, each an independent strip
+  int occupancy;             // CC_LAUNCH_BOUNDS: NVIDIA blocks per SM, AMD waves per SIMD
+  int occupancy_seq;         // the same for the seq_idx kernels
+  int max_iters;             // iterations (warp-wide 16-byte rows) per strip: more = fewer halo reloads
+  int max_iters_seq;         // the same for the seq_idx kernels
+  int ring;                  // vectors loaded ahead per lane (16 bytes, 4 registers each)
+  int ring_seq;              // the same with seq_idx (a mask byte a position beside the data)
+  int l2_ahead;              // NVIDIA: iterations past the ring whose lines are prefetched to L2 (no
+                             // registers held)
+  int l2_ahead_seq;          // the same with seq_idx
+  bool nt_store;             // AMD: nontemporal stores for out (written once, never read back)
+  bool seq_mask_pair;        // seq_idx: a misaligned row's vectors load the two mask vectors their bytes
+                             // straddle in the ring (2 more registers a slot); else they read them byte
+                             // by byte when computed
+  bool realign_seq;          // seq_idx, out in another vector phase than x: out's vectors realigned by a
+                             // shuffle (as the kernels without seq_idx do); else stored element by element
+  int interleave;            // up to this many warps of a block (a power of 2) walk one strip
+                             // interleaved, so the block's loads at a time are one contiguous run; 1:
+                             // each warp its own strip
+  int interleave_min_iters;  // ... while each of them keeps at least this many iterations of the row
 };
+
+// Whether a forward kernel interleaves its strips (interleave > 1): those without seq_idx whose
+// out shares x's vector phase (the others carry a warp's previous iteration, which interleaving
+// would hand to another warp).
+__host__ __device__ constexpr bool interleaves(const FwdCfTuning& t, bool out_vec, bool seq_idx) {
+  return t.interleave > 1 && out_vec && !seq_idx;
+}
 
 __host__ __device__ constexpr FwdCfTuning fwd_cf_tuning(ArchFamily f) {
   switch (f) {
@@ -94,16 +105,23 @@ __host__ __device__ constexpr FwdCfTuning fwd_cf_tuning(ArchFamily f) {
     // 4096), x 1 element into wider rows, 157.7 us (225.0 in the seq_idx kernels' form; 151.1 with
     // out in x's phase) against 405.9 with an element a thread before; each lane storing its
     // vector's elements (realign_seq false) 562-587.
-    case ArchFamily::kNvidia: return {128, 8, 8, 24, 24, 1, 1, 2, 2, false, true, true};
+    // Long rows: up to 4 warps a strip, interleaved, while each keeps 8 iterations at least
+    // (fwd_channel_first.hip: the block's accesses one contiguous run): in a CUDA graph, bf16
+    // (1, 8192, 16384) / (4, 5376, 8192) / (8, 4096, 4096) 138.2 / 177.9 / 136.8 -> 136.1 / 173.4 /
+    // 134.6 us (4 / 4 / 2 warps a strip); (8, 4096, 4096) with 4 warps of 4 iterations 138.1-139.1
+    // against 135.1 with warp strips, with 2 of 8 135.0 against 136.3 (a run-time factor, 64
+    // registers; the compiled-in factors keep 56-62).
+    case ArchFamily::kNvidia: return {128, 8, 8, 24, 24, 1, 1, 2, 2, false, true, true, 4, 8};
     // RDNA needs ~10 KB per CU: 2 loads ahead x 16 B x 32 lanes x >= 12 waves/SIMD x 2 SIMDs =
     // 24 KB. 12 waves/SIMD caps VGPRs at 128 (the floor the compile report checks; the kernels
     // need ~82; the seq_idx kernels, with a mask byte a position beside the data, up to 91 with
     // both mask vectors of a misaligned row's vectors in the ring: seq_mask_pair).
     // Nontemporal stores keep the output stream from evicting x's halo lines from the Infinity
-    // Cache / L2.
+    // Cache / L2. Warp strips only (interleave 1): interleaving is measured on NVIDIA alone, and
+    // its lane-0 halo loads would change the VGPR counts the floors were set from.
     // The realigning kernels (out in another phase than x) take up to 91 VGPRs, as the others.
-    case ArchFamily::kRdna4: return {128, 12, 12, 16, 16, 2, 2, 0, 0, true, true, true};
-    case ArchFamily::kRdna3: return {128, 12, 12, 16, 16, 2, 2, 0, 0, true, true, true};
+    case ArchFamily::kRdna4: return {128, 12, 12, 16, 16, 2, 2, 0, 0, true, true, true, 1, 0};
+    case ArchFamily::kRdna3: return {128, 12, 12, 16, 16, 2, 2, 0, 0, true, true, true, 1, 0};
     // gfx942: 6 waves/SIMD (the floor) allow 80 VGPRs, and a ring of 2 spilled in the fp16
     // kernels: 1 ahead (plus the one being computed) x 16 B x 64 lanes x 6 waves x 4 SIMDs =
     // 24-48 KB per CU against the ~30-40 KB needed. 128 threads are 2 waves, each its own strip.
@@ -113,9 +131,9 @@ __host__ __device__ constexpr FwdCfTuning fwd_cf_tuning(ArchFamily f) {
     // ring (seq_mask_pair) 12. With out in another phase than x, the seq_idx kernels store it
     // element by element: realigning it spilled 1-7 VGPRs in the fp16 kernels (those without
     // seq_idx realign it, no spills).
-    case ArchFamily::kCdna: return {128, 6, 6, 16, 16, 1, 1, 0, 0, true, false, false};
+    case ArchFamily::kCdna: return {128, 6, 6, 16, 16, 1, 1, 0, 0, true, false, false, 1, 0};
   }
-  return {128, 8, 8, 24, 24, 1, 1, 2, 2, false, true, true};
+  return {128, 8, 8, 24, 24, 1, 1, 2, 2, false, true, true, 4, 8};
 }
 
 // The row a forward kernel is compiled with: the seq_idx kernels take their own occupancy.

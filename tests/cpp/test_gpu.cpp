@@ -95,11 +95,12 @@ std::vector<FwdGpuParam> gpu_fwd_cases() {
   Case c = cc_test::fwd_cases()[1];
   v.push_back({c, 1, 2});  // x and out misaligned differently: out stored element by element
   // The kernels' own edges. Channel-first: row lengths with every tail modulo the vector (8 or 4
-  // elements), rows of one warp iteration, rows that need several strips (a strip is at most 32
-  // warp iterations on NVIDIA, 16 on AMD: 8192 / 4096 bf16 elements) whose boundaries fall mid-row, with states and
-  // with seq_idx (ids of lengths 1, 2, 3, ... and padding tokens every 11th position cross every lane, iteration and
-  // strip edge).
-  for (int64_t L : {1, 2, 3, 5, 7, 9, 255, 257, 4095, 4097, 5000, 9000, 17000})
+  // elements), rows of one warp iteration, rows that need several strips (a strip is at most 24
+  // warp iterations on NVIDIA, 16 on AMD: 6144 / 4096 bf16 elements; on NVIDIA rows of 4096
+  // elements and more take strips of 2 or 4 warps interleaved, 24576 bf16 elements at most)
+  // whose boundaries fall mid-row, with states and with seq_idx (ids of lengths 1, 2, 3, ... and
+  // padding tokens every 11th position cross every lane, iteration and strip edge).
+  for (int64_t L : {1, 2, 3, 5, 7, 9, 255, 257, 4095, 4097, 5000, 9000, 17000, 30001})
     for (DType t : {DType::kBFloat16, DType::kFloat32}) {
       const int64_t dim = L > 4096 ? 2 : 3;
       v.push_back({{t, DType::kFloat32, 4, false, true, true, L % 2 == 0, false, 2, dim, L}, 0, 0});

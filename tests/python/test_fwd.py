@@ -68,14 +68,30 @@ def test_odd_dims(device, dim, channel_last):
 def test_initial_and_final_states(device, xtype, width, channel_last, seqlen):
     # States in both layouts, including seqlen < width - 1 where final states reach back into
     # initial_states.
-    x = make_x(2, 40, seqlen, xtype, device, channel_last)
-    w, b = _params(40, width, torch.float32, device)
-    init = torch.randn(2, width - 1, 40, dtype=xtype, device=device).transpose(1, 2)
+    _check_states(make_x(2, 40, seqlen, xtype, device, channel_last), width)
+
+
+def _check_states(x, width):
+    """causal_conv1d_fn with initial_states in and final states out against the reference."""
+    batch, dim, _ = x.shape
+    w, b = _params(dim, width, torch.float32, x.device)
+    init = torch.randn(batch, width - 1, dim, dtype=x.dtype, device=x.device).transpose(1, 2)
     out, final = causal_conv1d_fn(x, w, b, initial_states=init, return_final_states=True, activation="silu")
     ref_out, ref_final = conv_ref(x, w, b, initial_states=init, silu=True)
-    assert_close(out, ref_out, xtype)
-    assert final.shape == (2, 40, width - 1)
+    assert_close(out, ref_out, x.dtype)
+    assert final.shape == (batch, dim, width - 1)
     torch.testing.assert_close(final.cpu(), ref_final, rtol=0, atol=0)  # a copy: exact
+
+
+@pytest.mark.parametrize("seqlen", [4099, 8201, 8192, 30001])
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("xtype", [torch.bfloat16, torch.float32], ids=dtype_id)
+def test_channel_first_long_rows_with_states(device, xtype, width, seqlen):
+    # Rows long enough that the GPU forward walks a strip with 2 or 4 warps interleaved (NVIDIA,
+    # tuning.h's interleave), 30001 in two strips a row; odd lengths put every row at another
+    # vector phase, and lane 0 of every warp takes its halo from the vector before its own
+    # (initial_states before t = 0), and the warp holding the last position writes the final states.
+    _check_states(make_x(2, 3, seqlen, xtype, device, False), width)
 
 
 @pytest.mark.parametrize("shape", [(2, 37, 1100), (1, 4099, 600)], ids=["3-time-blocks", "2-channel-blocks"])
