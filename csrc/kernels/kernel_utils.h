@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <type_traits>
 
+#include "causal_conv1d/access.h"
 #include "causal_conv1d/dispatch.h"
 #include "causal_conv1d/div_u32.h"
 #include "causal_conv1d/gpu_runtime.h"
@@ -102,9 +103,7 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
 //    members would take a register per element. load_packed / store_packed move one Packed as a
 //    single access; packed_elem / packed_raw read one element of it.
 
-// The widest access (16, 8 or 4 bytes) that divides a run of `bytes` bytes: a run starting at a
-// multiple of it moves in accesses of that size. Host and device.
-__host__ __device__ constexpr int run_access(int bytes) { return bytes % 16 == 0 ? 16 : bytes % 8 == 0 ? 8 : 4; }
+// run_access (the widest access dividing a run) and multiple_of: causal_conv1d/access.h.
 
 // How a store treats the caches. kPlain: data read back soon (a conv state). kOutput: written once
 // and never read back by the kernel (out, dx): streaming (evict-first) on NVIDIA, a plain store on
@@ -477,8 +476,6 @@ inline bool same_vector_phase(const void* a, const void* b, int esize, int kv, s
     if (((*ia - *ib) % kv + kv) % kv != 0) return false;
   return true;
 }
-
-inline bool multiple_of(int64_t v, int64_t k) { return v % k == 0; }
 
 inline unsigned ceil_div_u(int64_t a, int64_t b) { return static_cast<unsigned>((a + b - 1) / b); }
 

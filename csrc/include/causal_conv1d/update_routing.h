@@ -1,0 +1,31 @@
+// Which kernel a causal_conv1d_update call takes (update.hip). Host-only, kept out of the GPU
+// sources so that tests/cpp checks it without a GPU.
+#pragma once
+
+#include <cstdint>
+
+#include "causal_conv1d/access.h"
+#include "causal_conv1d/params.h"
+
+namespace causal_conv1d {
+
+// Whether a single-token update has the layout update_decode_kernel needs (update.hip's comments
+// say why each part): 32 bits of x a thread over whole rows, the state channel-major and
+// contiguous, aligned runs, and the counts and batch strides the kernel keeps in 32-bit fields
+// (larger ones take the general kernel).
+inline bool fits_decode_kernel(const UpdateParams& p) {
+  const int es = dtype_size(p.x_dtype), kc = 4 / es;
+  const int64_t S = p.state_len;
+  const auto aligned = [](const void* ptr, int64_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; };
+  const int xa = 4, sa = run_access(int(4 * S));
+  // (DecodeArgs' 32-bit fields.)
+  const auto i32 = [](int64_t v) { return v >= 0 && v <= INT32_MAX; };
+  return i32(p.dim) && i32(p.batch) && i32(p.num_cache_lines) && i32(p.x_batch_stride) && i32(p.state_batch_stride) &&
+         p.seqlen == 1 && p.cache_seqlens == nullptr && (S == p.width - 1 || S == p.width) && p.dim % kc == 0 &&
+         p.x_c_stride == 1 && p.out_c_stride == 1 && p.state_l_stride == 1 && p.state_c_stride == S &&
+         aligned(p.x, xa) && aligned(p.out, xa) && aligned(p.conv_state, sa) &&
+         multiple_of(p.x_batch_stride * es, xa) && multiple_of(p.out_batch_stride * es, xa) &&
+         multiple_of(p.state_batch_stride * es, sa);
+}
+
+}  // namespace causal_conv1d
