@@ -27,6 +27,14 @@ UpdateParams decode_params() {
   return p;
 }
 
+// fits_decode_kernel of decode_params() changed by `set`.
+template <typename Set>
+bool fits_with(Set set) {
+  UpdateParams p = decode_params();
+  set(p);
+  return fits_decode_kernel(p);
+}
+
 constexpr int64_t kAbove = int64_t(INT32_MAX) + 1;  // 2^31: even, so the alignment tests still hold
 
 TEST(UpdateRouting, DecodeLayoutTakesTheDecodeKernel) { EXPECT_TRUE(fits_decode_kernel(decode_params())); }
@@ -42,33 +50,23 @@ TEST(UpdateRouting, ThirtyTwoBitFieldsAtTheLimitStay) {
 }
 
 TEST(UpdateRouting, ThirtyTwoBitFieldsAboveTheLimitTakeTheGeneralKernel) {
-  const auto with = [](auto set) {
-    UpdateParams p = decode_params();
-    set(p);
-    return fits_decode_kernel(p);
-  };
-  EXPECT_FALSE(with([](UpdateParams& p) { p.dim = kAbove; }));
-  EXPECT_FALSE(with([](UpdateParams& p) { p.batch = kAbove; }));
-  EXPECT_FALSE(with([](UpdateParams& p) { p.num_cache_lines = kAbove; }));
-  EXPECT_FALSE(with([](UpdateParams& p) { p.x_batch_stride = kAbove; }));
-  EXPECT_FALSE(with([](UpdateParams& p) { p.state_batch_stride = kAbove; }));
+  EXPECT_FALSE(fits_with([](UpdateParams& p) { p.dim = kAbove; }));
+  EXPECT_FALSE(fits_with([](UpdateParams& p) { p.batch = kAbove; }));
+  EXPECT_FALSE(fits_with([](UpdateParams& p) { p.num_cache_lines = kAbove; }));
+  EXPECT_FALSE(fits_with([](UpdateParams& p) { p.x_batch_stride = kAbove; }));
+  EXPECT_FALSE(fits_with([](UpdateParams& p) { p.state_batch_stride = kAbove; }));
   // out's batch stride is a 64-bit field of DecodeArgs: no limit.
-  EXPECT_TRUE(with([](UpdateParams& p) { p.out_batch_stride = kAbove; }));
+  EXPECT_TRUE(fits_with([](UpdateParams& p) { p.out_batch_stride = kAbove; }));
 }
 
 TEST(UpdateRouting, OtherLayoutsTakeTheGeneralKernel) {
-  const auto with = [](auto set) {
-    UpdateParams p = decode_params();
-    set(p);
-    return fits_decode_kernel(p);
-  };
-  EXPECT_FALSE(with([](UpdateParams& p) { p.seqlen = 2; }));
-  EXPECT_FALSE(with([](UpdateParams& p) { p.state_len = 5; }));  // neither width - 1 nor width
-  EXPECT_FALSE(with([](UpdateParams& p) { p.dim = 63; }));       // half a thread's channels
-  EXPECT_FALSE(with([](UpdateParams& p) { p.state_c_stride = 1, p.state_l_stride = p.dim; }));
-  EXPECT_FALSE(with([](UpdateParams& p) { p.x = static_cast<const char*>(p.x) + 2; }));
+  EXPECT_FALSE(fits_with([](UpdateParams& p) { p.seqlen = 2; }));
+  EXPECT_FALSE(fits_with([](UpdateParams& p) { p.state_len = 5; }));  // neither width - 1 nor width
+  EXPECT_FALSE(fits_with([](UpdateParams& p) { p.dim = 63; }));       // half a thread's channels
+  EXPECT_FALSE(fits_with([](UpdateParams& p) { p.state_c_stride = 1, p.state_l_stride = p.dim; }));
+  EXPECT_FALSE(fits_with([](UpdateParams& p) { p.x = static_cast<const char*>(p.x) + 2; }));
   static const int32_t lens[2] = {0, 0};
-  EXPECT_FALSE(with([](UpdateParams& p) { p.cache_seqlens = lens; }));
+  EXPECT_FALSE(fits_with([](UpdateParams& p) { p.cache_seqlens = lens; }));
 }
 
 }  // namespace
