@@ -13,8 +13,10 @@
 // a ring slot would hold buy an 8th block). In each iteration a lane computes dy at its
 // kV positions, their dweight/dbias terms, and dx at its kV positions, for which it needs:
 //  - the x halo (the W-1 inputs before its vector, for its dy): by shuffle from the previous lane.
-//    Lane 0 (lanes < kD when a vector is shorter than the halo) loads its halo with its vector:
-//    the warp-row before is the walk's next iteration, not yet in registers;
+//    Lane 0 loads it with its vector (the warp-row before is the walk's next iteration, not yet
+//    in registers): the whole vector before its own in one access where a vector holds the halo
+//    (kBefore; the seq_idx kernels, and lanes < kD when a vector is shorter than the halo, load
+//    the halo's elements);
 //  - the dy halo (the W-1 dy after its vector, for its dx): by a rotated shuffle from the next
 //    lane. The last lane uses what it received in the previous iteration (lane 0's dy of the
 //    warp-row after, walked just before) and keeps the current value for the next one. Before
@@ -46,6 +48,7 @@
 // and, on NVIDIA, register saves around the out-of-line edge calls.
 #include <algorithm>
 #include <climits>
+#include <type_traits>
 
 #include "bwd_common.h"
 #include "causal_conv1d/dispatch.h"
@@ -87,6 +90,9 @@ CC_EDGE_FN void store_dx_edge(T* dx, int64_t L, int64_t q0, Floats<kV> o) {
   });
 }
 
+// A Slot member a kernel instantiation does not hold.
+struct Nothing {};
+
 // Weights and bias (0 without one) of channel c, as floats: the walk's and the states pass's.
 template <int kWidth>
 __device__ __forceinline__ void load_channel_weights(const FwdParams& f, int64_t c, float (&w)[kWidth], float& bias) {
@@ -104,7 +110,7 @@ template <int kWidth, bool kSilu>
 __device__ __forceinline__ float dy_at(const float (&w)[kWidth], float bias, float gq, const float* xs) {
   float y = bias;
   static_for<kWidth>([&](auto k) { y = fmaf(w[k], xs[k], y); });
-  return kSilu ? gq * dsilu(y) : gq;
+  return kSilu ? dsilu_times(y, gq) : gq;
 }
 
 template <typename T, int kWidth, int kV, bool kSilu, bool kSeqIdx>
@@ -204,9 +210,20 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   // position q0 - kHalo + i; kept as loaded until the iteration is computed: converting or
   // packing it at load time would make the warp wait for the load there, defeating the ring),
   // and the seq_idx masks of the vector.
+  // kBefore (a vector at least as long as the halo; not the seq_idx kernels, whose registers it
+  // would spill): lane 0 loads the whole vector before its own (one access; its last kHalo
+  // elements are the halo) instead of the halo element by element, each with its own bounds test.
+  // The backward is issue-bound on NVIDIA (~235 instructions a warp iteration at 32 resident warps
+  // an SM keep ~3.5 of 4 issue slots busy at 90% of copy bandwidth): with the word shuffles
+  // below, dsilu_times and the prefetch addressed from the load (load_fast), the bf16 width-4
+  // loop went from 261 to 235 SASS instructions; H200 in a CUDA graph, bf16 (1, 8192, 16384) /
+  // (4, 5376, 8192) / (8, 4096, 4096) 211.2 / 272.9 / 208.0 -> 206.5 / 267.5 / 205.4 us, fp16
+  // (4, 5376, 8192) 291.1 -> 272.8 (benchmarks/NOTES.md, twenty-seventh session).
+  constexpr bool kBefore = kV >= kHalo && !kSeqIdx;
   struct Slot {
     Packed<T, kV> x, g;
-    T hx[kHalo];
+    T hx[kBefore ? 1 : kHalo];
+    std::conditional_t<kBefore, Packed<T, kV>, Nothing> before;
     uint32_t mk[2][kMWords];  // the fast range: 2 kV bytes from q0 - mo; the edge paths: kV from q0
   };
   // The masks of the vector at q0: on the fast range (vector path) the two aligned mask vectors
@@ -239,23 +256,47 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
       s.x = load_edge<T, kV, kHalo>(x, L, nullptr, 0, q0);
       s.g = load_edge<T, kV, kHalo>(dout, L, nullptr, 0, q0);
     }
-    static_for<kHalo>([&](auto i) { s.hx[i] = T{}; });
-    if (lane < kDMax) {
-      row_inputs<T, kHalo, kHalo>(x, L, nullptr, 0, q0 - kHalo, [&](auto i, T v) { s.hx[i] = v; });
+    if constexpr (kBefore) {
+      static_for<Packed<T, kV>::kWords>([&](auto j) { s.before.w[j] = 0; });
+      if (lane == 0) {
+        row_inputs<T, kHalo, kHalo>(x, L, nullptr, 0, q0 - kHalo, [&](auto i, T v) {
+          constexpr int kE = kV - kHalo + decltype(i)::value;
+          s.before.w[kE / Packed<T, kV>::kPerWord] |= elem_word<T, kE % Packed<T, kV>::kPerWord>(v);
+        });
+      }
+    } else {
+      static_for<kHalo>([&](auto i) { s.hx[i] = T{}; });
+      if (lane < kDMax) {
+        row_inputs<T, kHalo, kHalo>(x, L, nullptr, 0, q0 - kHalo, [&](auto i, T v) { s.hx[i] = v; });
+      }
     }
     load_masks(s, q0, BoolC<false>{});
   };
   // An iteration of the fast range: every vector whole; the halo inside the row, or before an
   // aligned row (zeros).
-  auto load_fast = [&](int it, Slot& s) CC_INLINE_LAMBDA {
+  // pf: also ask L2 for the lines of iteration it - l2_ahead (addressed from this iteration's).
+  auto load_fast = [&](int it, Slot& s, bool pf) CC_INLINE_LAMBDA {
     const int64_t q0 = qbase + int64_t(it) * kStep;
+    if constexpr (kL2Ahead > 0) {
+      if (pf) {
+        prefetch_l2(x + q0 - kL2Ahead * kStep);
+        prefetch_l2(dout + q0 - kL2Ahead * kStep);
+      }
+    }
     s.x = load_packed<T, kV>(x + q0);
     s.g = load_packed<T, kV>(dout + q0);
-    static_for<kHalo>([&](auto i) { s.hx[i] = T{}; });
-    if (lane < kDMax) {
-      static_for<kHalo>([&](auto i) {
-        if (q0 - kHalo + i >= 0) s.hx[i] = x[q0 - kHalo + i];
-      });
+    if constexpr (kBefore) {
+      // (Lane 0's vector is the row's first, at 0, or at least kV on: the fast range's vectors
+      // are whole.)
+      static_for<Packed<T, kV>::kWords>([&](auto j) { s.before.w[j] = 0; });
+      if (lane == 0 && q0 > 0) s.before = load_packed<T, kV>(x + q0 - kV);
+    } else {
+      static_for<kHalo>([&](auto i) { s.hx[i] = T{}; });
+      if (lane < kDMax) {
+        static_for<kHalo>([&](auto i) {
+          if (q0 - kHalo + i >= 0) s.hx[i] = x[q0 - kHalo + i];
+        });
+      }
     }
     load_masks(s, q0, BoolC<true>{});
   };
@@ -297,15 +338,31 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
     constexpr bool kEdge = decltype(edge)::value;
     constexpr bool kMasked = decltype(masked)::value;
     // The x halo (positions q0 - kHalo .. q0 - 1): from the lane kD back, or loaded (lanes < kD).
+    // kBefore: the last kHalo elements of the previous lane's vector (lane 0: of the one it
+    // loaded), each word holding some of them shuffled once.
     float hal[kHalo];
-    static_for<kHalo>([&](auto i) {
-      constexpr int kBack = kHalo - decltype(i)::value;
-      constexpr int kD = (kBack + kV - 1) / kV;
-      constexpr int kSrc = kD * kV - kBack;
-      constexpr int kPer = Packed<T, kV>::kPerWord;
-      const uint32_t got = shfl_up(cur.x.w[kSrc / kPer], kD, kWarpSize);
-      hal[i] = lane < kD ? to_float(cur.hx[i]) : word_elem<T, kSrc % kPer>(got);
-    });
+    constexpr int kPer = Packed<T, kV>::kPerWord;
+    if constexpr (kBefore) {
+      constexpr int kW0 = (kV - kHalo) / kPer;  // the first word holding a halo element
+      uint32_t prev[Packed<T, kV>::kWords];
+      static_for<Packed<T, kV>::kWords - kW0>([&](auto j) {
+        constexpr int kJ = kW0 + decltype(j)::value;
+        const uint32_t got = shfl_up(cur.x.w[kJ], 1, kWarpSize);
+        prev[kJ] = lane == 0 ? cur.before.w[kJ] : got;
+      });
+      static_for<kHalo>([&](auto i) {
+        constexpr int kSrc = kV - kHalo + decltype(i)::value;
+        hal[i] = word_elem<T, kSrc % kPer>(prev[kSrc / kPer]);
+      });
+    } else {
+      static_for<kHalo>([&](auto i) {
+        constexpr int kBack = kHalo - decltype(i)::value;
+        constexpr int kD = (kBack + kV - 1) / kV;
+        constexpr int kSrc = kD * kV - kBack;
+        const uint32_t got = shfl_up(cur.x.w[kSrc / kPer], kD, kWarpSize);
+        hal[i] = lane < kD ? to_float(cur.hx[i]) : word_elem<T, kSrc % kPer>(got);
+      });
+    }
     float dy[kV], dya[kHalo];   // dy at the own positions and at the kHalo after them
     uint32_t mka[kMHalo] = {};  // the masks of the kHalo positions after them (as carry_mk)
     // x at position q0 + r, r in [-kHalo, kV).
@@ -475,16 +532,15 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
     Slot ring[kSlots];
     if constexpr (kSeqIdx) prefetch_run_up();
     static_for<kRing>([&](auto j) {
-      if (j < n_fast) load_fast(hi_fast - j, ring[j]);
+      if (j < n_fast) load_fast(hi_fast - j, ring[j], false);
     });
     for (int r0 = 0; r0 < n_fast; r0 += kSlots) {
       static_for<kSlots>([&](auto j) {
         const int r = r0 + j;
         if (r >= n_fast) return;  // warp-uniform
-        if constexpr (kL2Ahead > 0) {
-          if (r + kRing + kL2Ahead < n_fast) prefetch(hi_fast - r - kRing - kL2Ahead);
+        if (r + kRing < n_fast) {
+          load_fast(hi_fast - r - kRing, ring[(j + kRing) % kSlots], r + kRing + kL2Ahead < n_fast);
         }
-        if (r + kRing < n_fast) load_fast(hi_fast - r - kRing, ring[(j + kRing) % kSlots]);
         process(BoolC<false>{}, hi_fast - r, ring[j]);
       });
     }

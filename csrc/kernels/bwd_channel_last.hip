@@ -181,7 +181,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_row<kWide>(kTargetFam
   auto dy_from = [&](auto e, float gq, const float (&xs)[kWidth]) {
     float y = bias[e];
     static_for<kWidth>([&](auto k) { y = fmaf(w[k][e], xs[k], y); });
-    return kSilu ? gq * dsilu(y) : gq;
+    return kSilu ? dsilu_times(y, gq) : gq;
   };
 
   // What a step reads: x row t - kHalo and dout row t (and row t's seq_idx mask).

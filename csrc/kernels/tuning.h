@@ -237,7 +237,7 @@ __host__ __device__ constexpr BwdCfTuning bwd_cf_tuning(ArchFamily f) {
     case ArchFamily::kNvidia: return {128, 8, 8, 24, 0, 2, false, 128};
     // RDNA: ~10 KB per CU in flight is enough; the kernel is latency-bound (as on NVIDIA, where
     // resident warps mattered more than depth), so as many waves as the registers allow: 16
-    // waves/SIMD (<= 96 VGPRs; the kernels need up to 75 with the strip's indices in scalar
+    // waves/SIMD (<= 96 VGPRs; the kernels need up to 73 with the strip's indices in scalar
     // registers, warp_uniform; 93 before) x 2 SIMDs x 32 lanes x 2 x 16 B = 32 KB. The seq_idx
     // kernels need up to 115 (143 before): 12 waves (<= 120). Nontemporal dx stores keep x's halo
     // lines (re-read by the next strip) in the Infinity Cache. 32 iterations a strip for the
@@ -245,9 +245,10 @@ __host__ __device__ constexpr BwdCfTuning bwd_cf_tuning(ArchFamily f) {
     // the compile report, not timed: no AMD GPU.)
     case ArchFamily::kRdna4: return {128, 16, 12, 32, 1, 0, true, 128};
     case ArchFamily::kRdna3: return {128, 16, 12, 32, 1, 0, true, 128};
-    // gfx942 / gfx90a: 5 waves/SIMD (<= 96 VGPRs: the kernels need up to 84 with warp_uniform; 6
-    // waves, 80, would spill the 16-bit width-4 ones): 5 x 4 SIMDs x 64 lanes x 2 x 16 B = 40 KB
-    // per CU, the ~30-40 KB needed. The seq_idx kernels (up to 124 VGPRs; 152 before) run 4.
+    // gfx942 / gfx90a: 5 waves/SIMD (<= 96 VGPRs: the kernels need up to 90 with warp_uniform and
+    // lane 0's whole vector before its own, 84 with its halo's elements; 6 waves, 80, would spill
+    // the 16-bit width-4 ones): 5 x 4 SIMDs x 64 lanes x 2 x 16 B = 40 KB per CU, the ~30-40 KB
+    // needed. The seq_idx kernels (up to 120 VGPRs; 152 before warp_uniform) run 4.
     case ArchFamily::kCdna: return {128, 5, 4, 32, 1, 0, true, 128};
   }
   return {128, 8, 8, 24, 0, 2, false, 128};
