@@ -32,7 +32,11 @@
 // row's first and last iterations edge ones, unpipelined and element-wise: +25% at (8, 4096, 4096)
 // against +7% with the pass. Rewritten after the loop by the walk's own warps: +15-17%, the code
 // after the loop ~2 iterations' worth of instructions a strip; the pass with 8 lanes a row: 12.4
-// us against 11.0, 7x the instructions. benchmarks/NOTES.md, sixteenth session.)
+// us against 11.0, 7x the instructions. benchmarks/NOTES.md, sixteenth session.) On NVIDIA the pass
+// starts while the walk's last blocks run (launch_overlapping, programmatic dependent launch): its
+// loads and SiLU evaluations overlap them and only its stores wait for the walk (H200, bf16 (8, 4096,
+// 4096) in a CUDA graph, one process: 219.4 -> 216.0 us against 207.0 without states; (4, 5376,
+// 8192) 277.0 -> 274.4 against 268.1).
 //
 // seq_idx: a kernel before the walk (launch_seq_masks) turns each batch row's ids into one
 // byte a position (seq_masks.h says what it holds) in the workspace, read beside the data
@@ -130,6 +134,9 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   constexpr int kDMax = (kHalo + kV - 1) / kV;
   static_assert(kTune.threads % kWarpSize == 0, "a block must consist of whole warps");
 
+  // The states pass after this kernel may start now (launch_bwd_channel_first): it waits for this
+  // grid before its first store.
+  allow_next_kernel();
   const FwdParams& f = p.f;
   const int lane = threadIdx.x % kWarpSize;
   // (warp_uniform: on AMD the strip's indices and what is computed from them sit in scalar registers.)
@@ -638,6 +645,7 @@ __global__ void __launch_bounds__(bwd_cf_tuning(kTargetFamily).states_threads)
     float dyt[kH];  // dy at L - H + i (0 before the row)
     static_for<kH>([&](auto i) { dyt[i] = L - kH + i >= 0 ? dy_of(gt[i], xt + i) : 0.0f; });
     auto dy_tail = [&](int64_t pos) { return pos < L ? dyt[pos - (L - kH)] : 0.0f; };
+    wait_prior_kernel();  // the walk's dx stores before these
     static_for<kH>([&](auto i) {
       const int64_t q = L - kH + i;
       if (q >= kH) dx[q] = from_float<T>(dx_at(q, dy_tail));
@@ -665,6 +673,7 @@ __global__ void __launch_bounds__(bwd_cf_tuning(kTargetFamily).states_threads)
   float dyh[2 * kH];  // dy at positions i (0 past the row)
   static_for<2 * kH>([&](auto i) { dyh[i] = i < L ? dy_of(gh[i], xh + i) : 0.0f; });
   auto dy_head = [&](int64_t pos) { return pos >= 0 && pos < 2 * kH ? dyh[pos] : 0.0f; };
+  wait_prior_kernel();  // the walk's dx stores and workspace partials before these
   // Positions -H .. H - 1 (clipped to the row).
   static_for<2 * kH>([&](auto i) {
     const int64_t q = int64_t(i) - kH;
@@ -772,10 +781,12 @@ int launch_bwd_channel_first(const BwdParams& p, const DeviceDesc& dev, Stream s
             g.kv > 1 && g.aligned && f.seqlen % kV == 0 && f.seqlen >= states_vectors<kWidth>(int(sizeof(T))) * kV;
         // Grid y: the parts with work (head, tail or both; the kernel tells which it runs the same way).
         const unsigned parts = (states_head_needed(p, kWidth - 1) ? 1u : 0u) + (p.dfinal_states != nullptr ? 1u : 0u);
+        // Overlapping the walk where it can (NVIDIA): the pass's loads and SiLU evaluations then
+        // run during the walk's last blocks, and only its stores wait for the walk to end.
         return dispatch_bool(vec, [&](auto V) {
-          bwd_cf_states_kernel<T, kWidth, decltype(S)::value, decltype(V)::value>
-              <<<dim3(ceil_div_u(f.batch * f.dim, tune.states_threads), parts), tune.states_threads, 0, stream>>>(p, g);
-          return launch_status();
+          return launch_overlapping(bwd_cf_states_kernel<T, kWidth, decltype(S)::value, decltype(V)::value>,
+                                    dim3(ceil_div_u(f.batch * f.dim, tune.states_threads), parts),
+                                    dim3(tune.states_threads), stream, p, g);
         });
       });
     });

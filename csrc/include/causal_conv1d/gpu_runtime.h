@@ -195,4 +195,49 @@ inline int launch_status() {
   return e == kGpuSuccess ? 0 : static_cast<int>(e);
 }
 
+// Programmatic dependent launch (NVIDIA, kernels compiled for sm_90 or later): a kernel started by
+// launch_overlapping may begin while the kernel before it on the stream still runs, once each block
+// of that kernel has called allow_next_kernel (or exited), and must call wait_prior_kernel before it
+// touches memory that kernel writes (after the wait, all of that kernel's writes are visible).
+// Elsewhere (AMD, older NVIDIA, code compiled for an older virtual arch) the two calls do nothing
+// and the launch is an ordinary stream-ordered one.
+__device__ __forceinline__ void allow_next_kernel() {
+#if CAUSAL_CONV1D_BACKEND_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+__device__ __forceinline__ void wait_prior_kernel() {
+#if CAUSAL_CONV1D_BACKEND_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+// Launches kernel(args...) with no dynamic shared memory, overlapping the kernel before it on the
+// stream where the code that runs was compiled for sm_90 or later (its PTX version, which is what
+// decides whether wait_prior_kernel waits; a JIT from older PTX does not). Returns a status as
+// launch_status.
+template <typename... Params, typename... Args>
+int launch_overlapping(void (*kernel)(Params...), dim3 grid, dim3 block, Stream stream, const Args&... args) {
+#if CAUSAL_CONV1D_BACKEND_CUDA
+  cudaFuncAttributes attr;
+  const Error query = cudaFuncGetAttributes(&attr, kernel);
+  if (query == kGpuSuccess && attr.ptxVersion >= 90) {
+    cudaLaunchAttribute overlap[1];
+    overlap[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    overlap[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = 0;
+    config.stream = stream;
+    config.attrs = overlap;
+    config.numAttrs = 1;
+    const Error e = cudaLaunchKernelEx(&config, kernel, args...);
+    return e == kGpuSuccess ? 0 : static_cast<int>(e);
+  }
+  if (query != kGpuSuccess) (void)last_error();  // the launch below reports what is wrong
+#endif
+  kernel<<<grid, block, 0, stream>>>(args...);
+  return launch_status();
+}
+
 }  // namespace causal_conv1d::gpu
