@@ -626,6 +626,15 @@ BwdClGrid bwd_cl_grid(const BwdParams& p, const DeviceDesc& dev) {
   g.wide = steps < tune.max_steps && tune.wide_threads > 0 && f.seq_idx == nullptr;
   g.threads = g.wide ? tune.wide_threads : tune.threads;
   warps = g.threads / wave;
+  // Ranges shortened to the floor (the smallest grids): re-balanced over as many wide blocks as
+  // keep the grid within wide_blocks_per_cu a CU, at least wide_min_steps a range (tuning.h).
+  if (g.wide && steps <= tune.min_steps && tune.wide_blocks_per_cu > 0) {
+    const int64_t cap = std::max<int64_t>(1, int64_t(tune.wide_blocks_per_cu) * dev.cu_count / (f.batch * cblocks));
+    const int64_t most =
+        std::max<int64_t>(1, (f.seqlen + tune.wide_min_steps * warps - 1) / (tune.wide_min_steps * warps));
+    const int64_t tb = std::min(cap, most);
+    steps = std::min<int64_t>(tune.max_steps, (f.seqlen + tb * warps - 1) / (tb * warps));
+  }
   g.cblocks = static_cast<uint32_t>(std::min<int64_t>(cblocks, UINT32_MAX));
   g.tblocks = static_cast<uint32_t>(std::min<int64_t>(tblocks(steps), UINT32_MAX));
   // (Exact for the block indices below 2^31 the launcher allows; past that it refuses the grid.)

@@ -269,12 +269,15 @@ struct BwdClTuning {
   int ring;               // time steps loaded ahead (a row of x and of dout each)
   bool seq_rename;        // the seq_idx kernels rename their windows too (see the kernel)
   bool nt_store;
-  int async_ring;    // NVIDIA (sm_80 on): stages of a step's x and dout rows copied ahead
-                     // into shared memory by cp.async instead of the register ring (4-byte
-                     // vectors; 256 B a warp a step); 0: the register ring
-  int wide_threads;  // NVIDIA: the block size of the kernels without seq_idx when the ranges are
-                     // shortened (small grids): more warps a block sum their dweight/dbias in
-                     // LDS before the atomics; 0: `threads` always
+  int async_ring;          // NVIDIA (sm_80 on): stages of a step's x and dout rows copied ahead
+                           // into shared memory by cp.async instead of the register ring (4-byte
+                           // vectors; 256 B a warp a step); 0: the register ring
+  int wide_threads;        // NVIDIA: the block size of the kernels without seq_idx when the ranges are
+                           // shortened (small grids): more warps a block sum their dweight/dbias in
+                           // LDS before the atomics; 0: `threads` always
+  int wide_blocks_per_cu;  // ranges shortened to min_steps in wide blocks: re-balanced over at most
+                           // this many blocks a CU (0: kept at min_steps) ...
+  int wide_min_steps;      // ... and at least this many steps a range
 };
 
 // The row of the wide kernels (bwd_cl_tuning's wide_threads): as many threads an SM.
@@ -330,19 +333,31 @@ __host__ __device__ constexpr BwdClTuning bwd_cl_tuning(ArchFamily f) {
     // us at (1, 4096, 256) in a graph); A / B / A, in a graph, (1, 4096, 256) / (4, 2048, 128) /
     // (1, 8192, 256) / (2, 8192, 1024) 7.68 / 8.42 / 10.58 / 36.2 us against 8.18 / 8.61 / 12.16 /
     // 36.8 at 128; the large shapes, whose ranges are whole, keep 128 (0.6-1.3% slower at 256).
-    case ArchFamily::kNvidia: return {128, 8, 7, 128, 4, 8, 2, true, false, 6, 256};
+    // Where the ranges reach the floor (8 steps) the wide grid is re-balanced to at most 3 blocks an
+    // SM (a wave and room to spare: the ranges' fixed work, not the SM's warps, bounds these
+    // grids), 4 steps a range at least. Steps swept in a graph, (1, 4096, 256) / (4, 2048, 128) /
+    // (1, 8192, 256): 8.81 / 8.87 / 13.83 us at 4 steps, 7.93 / 8.42 / 12.26 at 6, 8.00 / 8.85 /
+    // 10.87 at 8, 8.39 / 9.19 / 9.94 at 12, 8.59 / 8.82 / 10.23 at 16: each shape's best is its
+    // grid of ~384 blocks. The rule against the 8-step floor, alternated in one process (peers/
+    // gtcl2.py, benchmarks/NOTES.md twenty-ninth session), bf16: (1, 4096, 256) 7.69 -> 7.65 us,
+    // (4, 2048, 128) 8.87 -> 8.45, (1, 8192, 256) 10.89 -> 9.83, (1, 2048, 512) 7.99 -> 7.68,
+    // (2, 4096, 256) 10.81 -> 10.12, (1, 4096, 512) 10.81 -> 9.76, (8, 1024, 256) 11.05 -> 10.74,
+    // (1, 16384, 128) 10.92 -> 10.47, (4, 4096, 128) 11.29 -> 10.59, (1, 4096, 64) 6.85 -> 6.16;
+    // (2, 8192, 1024), whose ranges are 64 steps, unchanged (35.5); this code alone, 7.68 / 8.10 /
+    // 9.44 / 35.45 us at the first three and (2, 8192, 1024).
+    case ArchFamily::kNvidia: return {128, 8, 7, 128, 4, 8, 2, true, false, 6, 256, 3, 4};
     // RDNA: ~10 KB per CU; at least 12 waves/SIMD (the kernel needs 85 VGPRs, so 16 run) x 2 SIMDs
     // x 32 lanes x 2 rows ahead x 8 B = 12 KB. Ranges down to 4 steps as on NVIDIA: filling the
     // CUs matters more than the re-read halo rows, which hit the cache. The seq_idx kernels
     // slide their windows: renamed, the width-4 ones spill at 12 waves (and at 5 on gfx942).
-    case ArchFamily::kRdna4: return {128, 12, 12, 64, 4, 4, 2, false, true, 0, 0};
-    case ArchFamily::kRdna3: return {128, 12, 12, 64, 4, 4, 2, false, true, 0, 0};
+    case ArchFamily::kRdna4: return {128, 12, 12, 64, 4, 4, 2, false, true, 0, 0, 0, 0};
+    case ArchFamily::kRdna3: return {128, 12, 12, 64, 4, 4, 2, false, true, 0, 0, 0, 0};
     // gfx942: wave64, so 128 threads are 2 time ranges of 64 channel groups. 5 waves/SIMD (<= 96
     // VGPRs, no spills) x 4 SIMDs x 64 lanes x 2 x 8 B = 20 KB per CU, short of the ~30-40 KB
     // gfx942 needs.
-    case ArchFamily::kCdna: return {128, 5, 5, 64, 4, 4, 2, false, true, 0, 0};
+    case ArchFamily::kCdna: return {128, 5, 5, 64, 4, 4, 2, false, true, 0, 0, 0, 0};
   }
-  return {128, 8, 7, 128, 4, 8, 2, true, false, 6, 256};
+  return {128, 8, 7, 128, 4, 8, 2, true, false, 6, 256, 3, 4};
 }
 
 // Deterministic backward: the ordered sum of the dweight/dbias partials (bwd.hip). A slot's
