@@ -18,6 +18,7 @@ struct Case {
   int width;
   bool channel_last, silu, bias, states, seq_idx;
   int64_t batch, dim, seqlen;
+  bool every_11th_padding = true;  // seq_idx: padding tokens every 11th position too (below)
 };
 
 struct Problem {
@@ -41,11 +42,11 @@ struct Problem {
         seq[b * L + t] = static_cast<int32_t>(id + b);
         if (--left == 0) left = ++len, ++id;
       }
-    // Padding tokens (negative ids, output exactly 0): every 11th position and a tail of batch
-    // row 0, so strips and tiles start, end and straddle them.
+    // Padding tokens (negative ids, output exactly 0): every 11th position (unless the case says
+    // not) and a tail of batch row 0, so strips and tiles start, end and straddle them.
     for (int64_t b = 0; b < B; ++b)
       for (int64_t t = 0; t < L; ++t)
-        if (t % 11 == 5 || (b == 0 && t >= L - L / 8)) seq[b * L + t] = t % 2 ? -1 : -3;
+        if ((c.every_11th_padding && t % 11 == 5) || (b == 0 && t >= L - L / 8)) seq[b * L + t] = t % 2 ? -1 : -3;
 
     p.batch = B, p.dim = D, p.seqlen = L, p.width = c.width;
     p.x_dtype = c.xt, p.w_dtype = c.wt, p.silu = c.silu, p.channel_last = c.channel_last;

@@ -218,6 +218,16 @@ std::vector<BwdGpuParam> gpu_bwd_cases() {
       v.push_back({{t, DType::kFloat32, 3, false, true, true, false, true, 2, dim, L}, L % 3 == 1});
       v.push_back({{t, DType::kFloat32, L % 2 == 0 ? 4 : 2, false, true, true, false, true, 2, dim, L}, L % 3 == 2});
     }
+  // Channel-first seq_idx without the periodic padding: most warp iterations then lie inside one
+  // sequence and take the unmasked computation, the others (sequences of lengths 1, 2, 3, ...:
+  // starts dense at a row's beginning, sparse later, across lanes, iterations and strips; row 0's
+  // padded tail) the masked one, next to each other; rows misaligned by one element (odd L) too.
+  for (int64_t L : {7, 255, 257, 1000, 4095, 4097, 9000, 17000})
+    for (DType t : {DType::kBFloat16, DType::kFloat32})
+      for (int width = causal_conv1d::kMinWidth; width <= causal_conv1d::kMaxWidth; ++width)
+        v.push_back(
+            {{t, DType::kFloat32, width, false, width != 2, width != 3, false, true, 2, L > 4096 ? 2 : 3, L, false},
+             (L + width) % 2 == 0});
   // Channel-first states on aligned rows, whose first and last warp iterations are fast: the
   // initial_states halo of iteration 0 (its dy, dx and dweight terms corrected after the walk),
   // dinitial_states and dfinal_states recomputed after it; rows of whole warp iterations (256 bf16 /
