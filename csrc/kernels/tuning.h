@@ -336,8 +336,8 @@ __host__ __device__ constexpr BwdClTuning bwd_cl_tuning(ArchFamily f) {
     // Where the ranges reach the floor (8 steps) the wide grid is re-balanced to at most 3 blocks an
     // SM (a wave and room to spare: the ranges' fixed work, not the SM's warps, bounds these
     // grids), 4 steps a range at least. Steps swept in a graph, (1, 4096, 256) / (4, 2048, 128) /
-    // (1, 8192, 256): 8.81 / 8.87 / 13.83 us at 4 steps, 7.93 / 8.42 / 12.26 at 6, 8.00 / 8.85 /
-    // 10.87 at 8, 8.39 / 9.19 / 9.94 at 12, 8.59 / 8.82 / 10.23 at 16: each shape's best is its
+    // (1, 8192, 256): 8.83 / 8.86 / 13.81 us at 4 steps, 7.93 / 8.42 / 12.24 at 6, 8.01 / 8.86 /
+    // 10.86 at 8, 8.41 / 9.19 / 9.94 at 12, 8.61 / 8.84 / 10.15 at 16: each shape's best is its
     // grid of ~384 blocks. The rule against the 8-step floor, alternated in one process (peers/
     // gtcl2.py, benchmarks/NOTES.md twenty-ninth session), bf16: (1, 4096, 256) 7.69 -> 7.65 us,
     // (4, 2048, 128) 8.87 -> 8.45, (1, 8192, 256) 10.89 -> 9.83, (1, 2048, 512) 7.99 -> 7.68,
