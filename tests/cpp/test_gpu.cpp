@@ -388,4 +388,29 @@ TEST(GpuEntryChecks, ForwardSeqIdxWorkspace) {
   EXPECT_EQ(bytes, 0) << "channel-last reads the ids";
 }
 
+// The channel-last backward's grid, seen through the deterministic workspace (a partial slot per
+// batch row and time block: slots x dim x (width + 1) floats). With NVIDIA's tuning row on 132
+// SMs, (1, 4096, 256) bf16 shortens its ranges to the 8-step floor (64 channel blocks); the wide
+// grid (8 warps a block) is then re-balanced to at most 3 blocks an SM: 6 time blocks of 6-step
+// ranges (4 blocks at the floor). A row of 1024 steps stops shortening at 16-step ranges, above
+// the floor, and keeps them (8 time blocks of wide blocks). Null pointers, no launch: no GPU needed.
+TEST(GpuEntryChecks, ChannelLastBackwardSmallGridIsRebalanced) {
+  causal_conv1d::DeviceDesc dev;
+  dev.family = causal_conv1d::ArchFamily::kNvidia, dev.cu_count = 132, dev.wave_size = 32;
+  auto slots = [&](int64_t seqlen) {
+    causal_conv1d::BwdParams b;
+    b.f.batch = 1, b.f.dim = 4096, b.f.seqlen = seqlen, b.f.width = 4, b.f.channel_last = true;
+    b.f.x_dtype = b.f.w_dtype = DType::kBFloat16;
+    b.f.x_batch_stride = b.dout_batch_stride = b.dx_batch_stride = seqlen * 4096;
+    b.f.x_l_stride = b.dout_l_stride = b.dx_l_stride = 4096;
+    b.f.x_c_stride = b.dout_c_stride = b.dx_c_stride = 1;
+    b.deterministic = true;
+    int64_t elems = -1;
+    EXPECT_EQ(causal_conv1d::gpu::bwd_workspace_elems(b, dev, &elems), 0);
+    return elems / (4096 * 5);
+  };
+  EXPECT_EQ(slots(256), 6);
+  EXPECT_EQ(slots(1024), 8);
+}
+
 }  // namespace
