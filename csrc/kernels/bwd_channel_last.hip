@@ -107,8 +107,8 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_row<kWide>(kTargetFam
   constexpr bool kRename = !kSeqIdx || kTune.seq_rename;
   constexpr int kWarps = kTune.threads / kWarpSize;
   static_assert(kTune.threads % kWarpSize == 0, "a block must consist of whole warps");
-  // The other warps' sums, [k][e][lane]: a warp's accesses are consecutive words.
-  __shared__ float red[kWarps > 1 ? kWarps - 1 : 1][kWidth + 1][kC][kWarpSize];
+  // The warps' sums, [warp][k][e][lane]: a warp's accesses are consecutive words.
+  __shared__ float red[kWarps][kWidth + 1][kC][kWarpSize];
 
   const FwdParams& f = p.f;
   // (Divisions by the launch's counts as a multiply-high each: an integer division is ~20 issued
@@ -253,15 +253,19 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_row<kWide>(kTargetFam
   if constexpr (kAsync > 0) prologue();
 
   // The window: xw[j] = x row t - kHalo + 1 + j (packed, converted when used), dyw[i] = dy at
-  // t + 1 + i. First for t = t_end - 1.
+  // t + 1 + i. First for t = t_end - 1. Not for an empty range (n = 0: the grid's ranges past L,
+  // which take no step below and add zeros to their block's partial).
   Row xw[kHalo];
   float dyw[kHalo][kC];
-  {
+  if (n > 0) {
     Row ahead[kHalo], gah[kHalo];  // x and dout rows t_end .. t_end + kHalo - 1 (zeros past L)
     uint32_t mah[kHalo];           // their seq_idx masks
-    if (whole_c && t_end >= kHalo && t_end + kHalo <= L) {
-      // Inside the tensors (every range but a row's first and last): running row pointers, no
-      // per-row edge tests or index products.
+    if (whole_c && t_end >= kHalo) {
+      // Inside the tensors, or running past L (a row's last range: zeros there, no load): running
+      // row pointers, no index products, and every load issued before any is waited for. (The
+      // last ranges took the element paths, 3 (width - 1) out-of-line calls in a row, each
+      // waiting for its loads: ncu, H200, (1, 4096, 256), those warps held up their blocks'
+      // partial at the barrier.)
       const T* xr = xb + (t_end - kHalo) * g.x_l_stride + c0;
       const T* gr = gb + t_end * g.dout_l_stride + c0;
       static_for<kHalo>([&](auto j) {
@@ -269,8 +273,11 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_row<kWide>(kTargetFam
         xr += g.x_l_stride;
       });
       static_for<kHalo>([&](auto j) {
-        ahead[j] = load_packed<T, kC>(xr);
-        gah[j] = load_packed<T, kC>(gr);
+        static_for<Row::kWords>([&](auto i) { ahead[j].w[i] = gah[j].w[i] = 0; });
+        if (t_end + j < L) {
+          ahead[j] = load_packed<T, kC>(xr);
+          gah[j] = load_packed<T, kC>(gr);
+        }
         mah[j] = mask_at(t_end + j);
         xr += g.x_l_stride;
         gr += g.dout_l_stride;
@@ -561,23 +568,20 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_row<kWide>(kTargetFam
   }
   generic(s_b, n);
 
-  // One partial per block and channel: the other warps' sums meet warp 0's in LDS, added in warp
-  // order (deterministic).
-  if (warp > 0) {
-    static_for<kWidth + 1>([&](auto k) { static_for<kC>([&](auto e) { red[warp - 1][k][e][lane] = acc[k][e]; }); });
-  }
+  // One partial per block and channel: the warps' sums meet in LDS, each (tap, channel) sum added
+  // in warp order (deterministic) by one warp, the warps taking them in turn. (Warp 0 adding all of
+  // them, 70 LDS loads and adds at width 4 for 16-bit, held up each block's end: the wide blocks'
+  // 8 warps.)
+  static_for<kWidth + 1>([&](auto k) { static_for<kC>([&](auto e) { red[warp][k][e][lane] = acc[k][e]; }); });
   __syncthreads();
-  if (warp != 0) return;
-  for (int v = 0; v < kWarps - 1; ++v) {
-    static_for<kWidth + 1>([&](auto k) { static_for<kC>([&](auto e) { acc[k][e] += red[v][k][e][lane]; }); });
-  }
-  static_for<kC>([&](auto e) {
+  for (int q = warp; q < (kWidth + 1) * kC; q += kWarps) {
+    const int k = q / kC, e = q - k * kC;
     const int64_t ch = c0 + e;
-    if (ch < 0 || ch >= D) return;
-    float total[kWidth + 1];
-    static_for<kWidth + 1>([&](auto k) { total[k] = acc[k][e]; });
-    emit_partial<kWidth>(p, int64_t(b) * g.tblocks + tb, ch, total);
-  });
+    if (ch < 0 || ch >= D) continue;
+    float total = red[0][k][e][lane];
+    for (int v = 1; v < kWarps; ++v) total += red[v][k][e][lane];
+    emit_partial_term<kWidth>(p, int64_t(b) * g.tblocks + tb, ch, k, total);
+  }
 }
 
 }  // namespace

@@ -36,9 +36,22 @@ struct Floats {
   float v[N];
 };
 
-// One dweight/dbias partial (sums over a strip or a block's time range) of channel ch: added with
-// float atomics (default mode), or stored in slot `slot` of the workspace, which bwd_reduce_kernel
-// sums in a fixed order (deterministic mode: the same bits on every run).
+// Term k of one dweight/dbias partial (sums over a strip or a block's time range) of channel ch
+// (k < kWidth: dweight tap k; k = kWidth: dbias): added with float atomics (default mode), or
+// stored in slot `slot` of the workspace, which bwd_reduce_kernel sums in a fixed order
+// (deterministic mode: the same bits on every run).
+template <int kWidth>
+__device__ __forceinline__ void emit_partial_term(const BwdParams& p, int64_t slot, int64_t ch, int k, float v) {
+  if (p.deterministic) {
+    p.workspace[(slot * p.f.dim + ch) * (kWidth + 1) + k] = v;
+  } else if (k < kWidth) {
+    atomic_add(p.dweight + ch * p.dweight_c_stride + k * p.dweight_w_stride, v);
+  } else if (p.dbias != nullptr) {
+    atomic_add(p.dbias + ch * p.dbias_stride, v);
+  }
+}
+
+// All the terms of one partial at once.
 template <int kWidth>
 __device__ __forceinline__ void emit_partial(const BwdParams& p, int64_t slot, int64_t ch,
                                              const float (&acc)[kWidth + 1]) {
