@@ -344,7 +344,11 @@ __host__ __device__ constexpr BwdClTuning bwd_cl_tuning(ArchFamily f) {
     // (2, 4096, 256) 10.81 -> 10.12, (1, 4096, 512) 10.81 -> 9.76, (8, 1024, 256) 11.05 -> 10.74,
     // (1, 16384, 128) 10.92 -> 10.47, (4, 4096, 128) 11.29 -> 10.59, (1, 4096, 64) 6.85 -> 6.16;
     // (2, 8192, 1024), whose ranges are 64 steps, unchanged (35.5); this code alone, 7.68 / 8.10 /
-    // 9.44 / 35.45 us at the first three and (2, 8192, 1024).
+    // 9.44 / 35.45 us at the first three and (2, 8192, 1024). Re-swept once a row's last ranges
+    // loaded their window inline and all of a block's warps summed its partial (7.27-7.39 us at
+    // (1, 4096, 256)): (blocks an SM, steps) (3, 4) 7.23-7.26 / 8.30-8.32 / 9.71-9.75, (4, 6)
+    // 7.24-7.26 / 8.32-8.39 / 9.42-9.46, (2, 4), (4, 4) and (6, 4) slower at one shape or more
+    // (benchmarks/NOTES.md, thirtieth session).
     case ArchFamily::kNvidia: return {128, 8, 7, 128, 4, 8, 2, true, false, 6, 256, 3, 4};
     // RDNA: ~10 KB per CU; at least 12 waves/SIMD (the kernel needs 85 VGPRs, so 16 run) x 2 SIMDs
     // x 32 lanes x 2 rows ahead x 8 B = 12 KB. Ranges down to 4 steps as on NVIDIA: filling the

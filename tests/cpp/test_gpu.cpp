@@ -246,6 +246,12 @@ std::vector<BwdGpuParam> gpu_bwd_cases() {
       v.push_back({{t, DType::kBFloat16, 4, true, true, true, dim % 2 == 1, false, 2, dim, 100}, dim % 3 == 0});
       v.push_back({{t, DType::kBFloat16, 2, true, false, true, false, true, 2, dim, 1100}, dim % 3 != 0});
     }
+  // Channel-last, a small grid whose rounding leaves empty ranges and a range whose window runs
+  // past L: under NVIDIA's row 5 time blocks of 8 warps x 4 steps for 130 rows, so ranges 33-39
+  // take no step, and the range ending at row 128 has 2 of its 3 rows ahead inside the row (the
+  // third is a zero, not loaded); 16-bit width 4, with states (dfinal_states on the last rows).
+  for (bool states : {false, true})
+    v.push_back({{DType::kBFloat16, DType::kFloat32, 4, true, true, true, states, false, 1, 64, 130}, states});
   // Channel-last seq_idx over long rows at every width, without SiLU or bias (upstream's varlen
   // test shape: 64 channels, 4096 steps). The grid is small, so the launcher splits the rows into
   // short ranges (on a 132-SM H200 8 steps, the fewest its tuning row allows: one unrolled 6-step
