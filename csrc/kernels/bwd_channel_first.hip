@@ -723,12 +723,13 @@ BwdCfGrid bwd_cf_grid(const BwdParams& p, const DeviceDesc& dev) {
   // Every row starts aligned: no row needs the extra peeled vector.
   g.aligned = vec && reinterpret_cast<uintptr_t>(f.x) % (kv_full * es) == 0 && multiple_of(f.x_batch_stride, kv_full) &&
               multiple_of(f.x_c_stride, kv_full);
-  // Strips: as few as cover a row with at most max_iters iterations each, balanced.
+  // Strips: as few as cover a row with at most max_iters (max_iters_fp32) iterations each, balanced.
+  const int max_iters = es == 4 ? tune.max_iters_fp32 : tune.max_iters;
   const int wave = dev.wave_size;
   const int64_t span = f.seqlen + (g.kv > 1 && !g.aligned ? g.kv - 1 : 0);
   const int64_t row_vecs = (span + g.kv - 1) / g.kv;
   const int64_t iters_needed = std::max<int64_t>(1, (row_vecs + wave - 1) / wave);
-  const int64_t strips_per_row = (iters_needed + tune.max_iters - 1) / tune.max_iters;
+  const int64_t strips_per_row = (iters_needed + max_iters - 1) / max_iters;
   const int64_t total = f.batch * f.dim * strips_per_row;
   const int warps_per_block = tune.threads / wave;
   g.dim = static_cast<uint32_t>(f.dim);

@@ -203,6 +203,7 @@ struct BwdCfTuning {
   int occupancy_seq;   // the same for the seq_idx kernels
   int max_iters;       // iterations per strip: a strip recomputes width - 1 dy past its end and emits
                        // one dweight/dbias partial, so longer strips cost less of both
+  int max_iters_fp32;  // the same for 4-byte x (fp32: 4 elements a vector, not 8)
   int ring;            // iterations loaded ahead (x and dout: 2 x 16 B a lane)
   int l2_ahead;        // NVIDIA: iterations past the ring whose x and dout lines are prefetched to
                        // L2 (no registers held; the ring's loads then wait on L2, not DRAM)
@@ -234,24 +235,36 @@ __host__ __device__ constexpr BwdCfTuning bwd_cf_tuning(ArchFamily f) {
     // each; vector loads of a row's head and tail): (8, 4096, 4096) 223.8 us with them against
     // 211 without (227.2 with scalar loads); the pass alone 11.2 us, latency-bound (one wave of
     // 1024 warps, each load spread over 32 rows).
-    case ArchFamily::kNvidia: return {128, 8, 8, 24, 0, 2, false, 128};
+    // fp32 x takes strips of 12 iterations (1536 positions against 16-bit x's 6144). Swept on the
+    // H200, each setting in its own process, eager, (1, 8192, 16384) / (4, 5376, 8192) / (8,
+    // 4096, 4096): 394.0 / 508.0 / 389.6 us at 12 against 411.4 / 547.5 / 393-405 at 24, 407.5 /
+    // 517.0 / 392.7 at 8, 394.5 / 515-528 / 393-405 at 16, 424.7 / 560.5 / 426.0 at 32 (upstream
+    // 402.2 / 506.2 / 384.0); bf16 in the same runs is best at 24 (208.3 / 268.5 / 208.0 against
+    // 210.0 / 268.8 / 209.0 at 16 and 210.8 / 269.5 / 209.7 at 12). (2, 8192, 1024) is one strip
+    // a row either way. A second run: 394.0 / 508.5 / 388.3 at 12, 393.0 / 508.0 / 387.5 at 14,
+    // 398.0 / 510.7 / 391.3 at 10, 397-400 / 536-546 / 389.6 at 24 (upstream 400.7 / 503.1 /
+    // 381.7); at (8, 4096, 4096) / (4, 5376, 8192) states 399.7 / 516.0 against 400.8 / 543,
+    // deterministic 392.0 / 508.8 against 395.5 / 543, seq_idx (8 sequences a row) 408.5 / 531.9
+    // against 403.3 / 525.3 (+1.3%, kept for the others) (benchmarks/NOTES.md, thirty-first session).
+    case ArchFamily::kNvidia: return {128, 8, 8, 24, 12, 0, 2, false, 128};
     // RDNA: ~10 KB per CU in flight is enough; the kernel is latency-bound (as on NVIDIA, where
     // resident warps mattered more than depth), so as many waves as the registers allow: 16
     // waves/SIMD (<= 96 VGPRs; the kernels need up to 73 with the strip's indices in scalar
     // registers, warp_uniform; 93 before) x 2 SIMDs x 32 lanes x 2 x 16 B = 32 KB. The seq_idx
     // kernels need up to 115 (143 before): 12 waves (<= 120). Nontemporal dx stores keep x's halo
     // lines (re-read by the next strip) in the Infinity Cache. 32 iterations a strip for the
-    // per-strip costs measured on NVIDIA; no L2 prefetch instruction is used on AMD. (Chosen from
-    // the compile report, not timed: no AMD GPU.)
-    case ArchFamily::kRdna4: return {128, 16, 12, 32, 1, 0, true, 128};
-    case ArchFamily::kRdna3: return {128, 16, 12, 32, 1, 0, true, 128};
+    // per-strip costs measured on NVIDIA, fp32 too (why NVIDIA's fp32 is faster with 12 was not
+    // profiled, so nothing says it carries over); no L2 prefetch instruction is used on AMD.
+    // (Chosen from the compile report, not timed: no AMD GPU.)
+    case ArchFamily::kRdna4: return {128, 16, 12, 32, 32, 1, 0, true, 128};
+    case ArchFamily::kRdna3: return {128, 16, 12, 32, 32, 1, 0, true, 128};
     // gfx942 / gfx90a: 5 waves/SIMD (<= 96 VGPRs: the kernels need up to 90 with warp_uniform and
     // lane 0's whole vector before its own, 84 with its halo's elements; 6 waves, 80, would spill
     // the 16-bit width-4 ones): 5 x 4 SIMDs x 64 lanes x 2 x 16 B = 40 KB per CU, the ~30-40 KB
     // needed. The seq_idx kernels (up to 120 VGPRs; 152 before warp_uniform) run 4.
-    case ArchFamily::kCdna: return {128, 5, 4, 32, 1, 0, true, 128};
+    case ArchFamily::kCdna: return {128, 5, 4, 32, 32, 1, 0, true, 128};
   }
-  return {128, 8, 8, 24, 0, 2, false, 128};
+  return {128, 8, 8, 24, 12, 0, 2, false, 128};
 }
 
 // Backward, channel-last (bwd_channel_last.hip): a thread owns 4 bytes of channels and walks

@@ -206,9 +206,9 @@ std::vector<BwdGpuParam> gpu_bwd_cases() {
   }
   // The kernels' own edges. Channel-first: row lengths with every tail modulo the vector (8 or 4
   // elements), rows of one warp iteration, rows of several strips (a strip is at most 24 warp
-  // iterations on NVIDIA, 32 on AMD: 6144 / 8192 bf16 elements) so that strips end mid-row and
-  // recompute the dy past their end, with states (dinitial_states and dfinal_states from the
-  // states pass) and with seq_idx at widths 2-4 (ids of lengths 1, 2, 3, ... and padding every 11th position cross
+  // iterations on NVIDIA, 12 for fp32, 32 on AMD: 6144 bf16 / 1536 fp32 / 8192 bf16 elements) so
+  // that strips end mid-row and recompute the dy past their end, with states (dinitial_states and dfinal_states from
+  // the states pass) and with seq_idx at widths 2-4 (ids of lengths 1, 2, 3, ... and padding every 11th position cross
   // every lane, iteration and strip edge; rows of odd lengths start misaligned, so the masks' pairs of vectors are
   // taken apart at every offset), in both modes.
   for (int64_t L : {1, 2, 3, 5, 7, 9, 255, 257, 4095, 4097, 5000, 9000, 17000})
