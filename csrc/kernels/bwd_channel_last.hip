@@ -621,13 +621,14 @@ BwdClGrid bwd_cl_grid(const BwdParams& p, const DeviceDesc& dev) {
   const int64_t cblocks = (groups + wave - 1) / wave;
   // The longest ranges that still give every CU min_blocks_per_cu blocks (short rows and small
   // batches otherwise leave most of the device idle); at least min_steps a range.
-  int64_t steps = tune.max_steps;
+  const int64_t max_steps = es == 4 ? tune.max_steps_fp32 : tune.max_steps;
+  int64_t steps = max_steps;
   auto tblocks = [&](int64_t st) { return std::max<int64_t>(1, (f.seqlen + st * warps - 1) / (st * warps)); };
   while (steps > tune.min_steps && f.batch * cblocks * tblocks(steps) < int64_t(tune.min_blocks_per_cu) * dev.cu_count)
     steps /= 2;
   // Shortened ranges: the wide blocks where the table has them (not the seq_idx kernels), the
   // same ranges in fewer, larger blocks.
-  g.wide = steps < tune.max_steps && tune.wide_threads > 0 && f.seq_idx == nullptr;
+  g.wide = steps < max_steps && tune.wide_threads > 0 && f.seq_idx == nullptr;
   g.threads = g.wide ? tune.wide_threads : tune.threads;
   warps = g.threads / wave;
   // Ranges shortened to the floor (the smallest grids): re-balanced over as many wide blocks as
@@ -637,7 +638,7 @@ BwdClGrid bwd_cl_grid(const BwdParams& p, const DeviceDesc& dev) {
     const int64_t most =
         std::max<int64_t>(1, (f.seqlen + tune.wide_min_steps * warps - 1) / (tune.wide_min_steps * warps));
     const int64_t tb = std::min(cap, most);
-    steps = std::min<int64_t>(tune.max_steps, (f.seqlen + tb * warps - 1) / (tb * warps));
+    steps = std::min<int64_t>(max_steps, (f.seqlen + tb * warps - 1) / (tb * warps));
   }
   g.cblocks = static_cast<uint32_t>(std::min<int64_t>(cblocks, UINT32_MAX));
   g.tblocks = static_cast<uint32_t>(std::min<int64_t>(tblocks(steps), UINT32_MAX));

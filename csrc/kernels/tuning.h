@@ -276,6 +276,8 @@ struct BwdClTuning {
   int occupancy_seq;      // the same for the seq_idx kernels
   int max_steps;          // time steps per warp (each range re-reads 2 (width - 1) x rows and
                           // width - 1 dout rows of halo, and recomputes width - 1 dy)
+  int max_steps_fp32;     // the same for fp32 x (at most max_steps: the seq_idx kernels size
+                          // their masks by max_steps)
   int min_blocks_per_cu;  // shorter ranges when the grid would leave CUs idle (short rows)
   int min_steps;          // ... but no shorter than this (the halo rows a range re-reads and its
                           // recomputed dy grow in proportion)
@@ -362,19 +364,26 @@ __host__ __device__ constexpr BwdClTuning bwd_cl_tuning(ArchFamily f) {
     // (1, 4096, 256)): (blocks an SM, steps) (3, 4) 7.23-7.26 / 8.30-8.32 / 9.71-9.75, (4, 6)
     // 7.24-7.26 / 8.32-8.39 / 9.42-9.46, (2, 4), (4, 4) and (6, 4) slower at one shape or more
     // (benchmarks/NOTES.md, thirtieth session).
-    case ArchFamily::kNvidia: return {128, 8, 7, 128, 4, 8, 2, true, false, 6, 256, 3, 4};
+    // fp32 x takes ranges of 64 steps: in one H200 run, each setting in its own process, eager,
+    // (1, 8192, 16384) / (4, 5376, 8192) / (8, 4096, 4096) / (2, 8192, 1024) 431.2-431.7 /
+    // 566.3-567.1 / 429.5-429.7 / 60.9-61.1 us against 439.5-440.1 / 573.7-574.0 / 440.1-440.5 /
+    // 62.4-62.9 at 128 (192: 442.9-443.9 / 585.3-586.0 / 451.0-451.6; 256: 444.2-444.7 / 581.6-582.2
+    // / 449.3-450.4); bf16 is best at 128 (238.4-239.2 / 308.0-308.5 / 237.4-238.0 against
+    // 240.5-241.0 / 313.6-314.2 / 241.3-241.8 at 64, 245-251 at 192 and 256; benchmarks/NOTES.md,
+    // thirty-first session).
+    case ArchFamily::kNvidia: return {128, 8, 7, 128, 64, 4, 8, 2, true, false, 6, 256, 3, 4};
     // RDNA: ~10 KB per CU; at least 12 waves/SIMD (the kernel needs 85 VGPRs, so 16 run) x 2 SIMDs
     // x 32 lanes x 2 rows ahead x 8 B = 12 KB. Ranges down to 4 steps as on NVIDIA: filling the
     // CUs matters more than the re-read halo rows, which hit the cache. The seq_idx kernels
     // slide their windows: renamed, the width-4 ones spill at 12 waves (and at 5 on gfx942).
-    case ArchFamily::kRdna4: return {128, 12, 12, 64, 4, 4, 2, false, true, 0, 0, 0, 0};
-    case ArchFamily::kRdna3: return {128, 12, 12, 64, 4, 4, 2, false, true, 0, 0, 0, 0};
+    case ArchFamily::kRdna4: return {128, 12, 12, 64, 64, 4, 4, 2, false, true, 0, 0, 0, 0};
+    case ArchFamily::kRdna3: return {128, 12, 12, 64, 64, 4, 4, 2, false, true, 0, 0, 0, 0};
     // gfx942: wave64, so 128 threads are 2 time ranges of 64 channel groups. 5 waves/SIMD (<= 96
     // VGPRs, no spills) x 4 SIMDs x 64 lanes x 2 x 8 B = 20 KB per CU, short of the ~30-40 KB
     // gfx942 needs.
-    case ArchFamily::kCdna: return {128, 5, 5, 64, 4, 4, 2, false, true, 0, 0, 0, 0};
+    case ArchFamily::kCdna: return {128, 5, 5, 64, 64, 4, 4, 2, false, true, 0, 0, 0, 0};
   }
-  return {128, 8, 7, 128, 4, 8, 2, true, false, 6, 256, 3, 4};
+  return {128, 8, 7, 128, 64, 4, 8, 2, true, false, 6, 256, 3, 4};
 }
 
 // Deterministic backward: the ordered sum of the dweight/dbias partials (bwd.hip). A slot's

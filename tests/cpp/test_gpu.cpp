@@ -419,4 +419,30 @@ TEST(GpuEntryChecks, ChannelLastBackwardSmallGridIsRebalanced) {
   EXPECT_EQ(slots(1024), 8);
 }
 
+// fp32 x takes its own strip and range lengths from NVIDIA's tuning row (max_iters_fp32 12 against
+// 24, max_steps_fp32 64 against 128), and the deterministic workspace follows them: (8, 4096, 4096)
+// channel-first is 1 strip a row of 16 warp iterations in bf16, 3 of 11 in fp32 (4 elements a
+// vector); channel-last 8 time blocks of 4 warps x 128 steps in bf16, 16 of 4 x 64 in fp32.
+TEST(GpuEntryChecks, BackwardFp32TakesItsOwnStripsAndRanges) {
+  causal_conv1d::DeviceDesc dev;
+  dev.family = causal_conv1d::ArchFamily::kNvidia, dev.cu_count = 132, dev.wave_size = 32;
+  auto slots = [&](DType t, bool channel_last) {
+    const int64_t B = 8, D = 4096, L = 4096;
+    causal_conv1d::BwdParams b;
+    b.f.batch = B, b.f.dim = D, b.f.seqlen = L, b.f.width = 4, b.f.channel_last = channel_last;
+    b.f.x_dtype = b.f.w_dtype = t;
+    b.f.x_batch_stride = b.dout_batch_stride = b.dx_batch_stride = D * L;
+    b.f.x_l_stride = b.dout_l_stride = b.dx_l_stride = channel_last ? D : 1;
+    b.f.x_c_stride = b.dout_c_stride = b.dx_c_stride = channel_last ? 1 : L;
+    b.deterministic = true;
+    int64_t elems = -1;
+    EXPECT_EQ(causal_conv1d::gpu::bwd_workspace_elems(b, dev, &elems), 0);
+    return elems / (D * 5);
+  };
+  EXPECT_EQ(slots(DType::kBFloat16, false), 8);
+  EXPECT_EQ(slots(DType::kFloat32, false), 24);
+  EXPECT_EQ(slots(DType::kBFloat16, true), 64);
+  EXPECT_EQ(slots(DType::kFloat32, true), 128);
+}
+
 }  // namespace
