@@ -386,6 +386,14 @@ __host__ __device__ constexpr BwdClTuning bwd_cl_tuning(ArchFamily f) {
   return {128, 8, 7, 128, 64, 4, 8, 2, true, false, 6, 256, 3, 4};
 }
 
+// The seq_idx kernels size their shared mask words by max_steps, so no dtype's ranges may be longer.
+constexpr bool bwd_cl_fp32_steps_fit(ArchFamily f) {
+  return bwd_cl_tuning(f).max_steps_fp32 <= bwd_cl_tuning(f).max_steps;
+}
+static_assert(bwd_cl_fp32_steps_fit(ArchFamily::kNvidia) && bwd_cl_fp32_steps_fit(ArchFamily::kRdna4) &&
+                  bwd_cl_fp32_steps_fit(ArchFamily::kRdna3) && bwd_cl_fp32_steps_fit(ArchFamily::kCdna),
+              "max_steps_fp32 above max_steps");
+
 // Deterministic backward: the ordered sum of the dweight/dbias partials (bwd.hip). A slot's
 // partials are dim x (width + 1) consecutive floats; a block covers `columns` consecutive ones of
 // them (32 floats: one 128-byte line a load instruction) with `lanes` threads each, and each lane

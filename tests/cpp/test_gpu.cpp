@@ -399,22 +399,27 @@ TEST(GpuEntryChecks, ForwardSeqIdxWorkspace) {
 // SMs, (1, 4096, 256) bf16 shortens its ranges to the 8-step floor (64 channel blocks); the wide
 // grid (8 warps a block) is then re-balanced to at most 3 blocks an SM: 6 time blocks of 6-step
 // ranges (4 blocks at the floor). A row of 1024 steps stops shortening at 16-step ranges, above
-// the floor, and keeps them (8 time blocks of wide blocks). Null pointers, no launch: no GPU needed.
-TEST(GpuEntryChecks, ChannelLastBackwardSmallGridIsRebalanced) {
+// the floor, and keeps them (8 time blocks of wide blocks).
+// The backward's partial slots for dense (B, D, L) tensors at width 4 under NVIDIA's tuning row
+// on 132 SMs, from the deterministic workspace (slots x D x (width + 1) floats). Null pointers, no
+// launch: no GPU needed.
+int64_t nvidia_bwd_slots(DType t, bool channel_last, int64_t B, int64_t D, int64_t L) {
   causal_conv1d::DeviceDesc dev;
   dev.family = causal_conv1d::ArchFamily::kNvidia, dev.cu_count = 132, dev.wave_size = 32;
-  auto slots = [&](int64_t seqlen) {
-    causal_conv1d::BwdParams b;
-    b.f.batch = 1, b.f.dim = 4096, b.f.seqlen = seqlen, b.f.width = 4, b.f.channel_last = true;
-    b.f.x_dtype = b.f.w_dtype = DType::kBFloat16;
-    b.f.x_batch_stride = b.dout_batch_stride = b.dx_batch_stride = seqlen * 4096;
-    b.f.x_l_stride = b.dout_l_stride = b.dx_l_stride = 4096;
-    b.f.x_c_stride = b.dout_c_stride = b.dx_c_stride = 1;
-    b.deterministic = true;
-    int64_t elems = -1;
-    EXPECT_EQ(causal_conv1d::gpu::bwd_workspace_elems(b, dev, &elems), 0);
-    return elems / (4096 * 5);
-  };
+  causal_conv1d::BwdParams b;
+  b.f.batch = B, b.f.dim = D, b.f.seqlen = L, b.f.width = 4, b.f.channel_last = channel_last;
+  b.f.x_dtype = b.f.w_dtype = t;
+  b.f.x_batch_stride = b.dout_batch_stride = b.dx_batch_stride = D * L;
+  b.f.x_l_stride = b.dout_l_stride = b.dx_l_stride = channel_last ? D : 1;
+  b.f.x_c_stride = b.dout_c_stride = b.dx_c_stride = channel_last ? 1 : L;
+  b.deterministic = true;
+  int64_t elems = -1;
+  EXPECT_EQ(causal_conv1d::gpu::bwd_workspace_elems(b, dev, &elems), 0);
+  return elems / (D * 5);
+}
+
+TEST(GpuEntryChecks, ChannelLastBackwardSmallGridIsRebalanced) {
+  auto slots = [](int64_t seqlen) { return nvidia_bwd_slots(DType::kBFloat16, true, 1, 4096, seqlen); };
   EXPECT_EQ(slots(256), 6);
   EXPECT_EQ(slots(1024), 8);
 }
@@ -424,21 +429,7 @@ TEST(GpuEntryChecks, ChannelLastBackwardSmallGridIsRebalanced) {
 // channel-first is 1 strip a row of 16 warp iterations in bf16, 3 of 11 in fp32 (4 elements a
 // vector); channel-last 8 time blocks of 4 warps x 128 steps in bf16, 16 of 4 x 64 in fp32.
 TEST(GpuEntryChecks, BackwardFp32TakesItsOwnStripsAndRanges) {
-  causal_conv1d::DeviceDesc dev;
-  dev.family = causal_conv1d::ArchFamily::kNvidia, dev.cu_count = 132, dev.wave_size = 32;
-  auto slots = [&](DType t, bool channel_last) {
-    const int64_t B = 8, D = 4096, L = 4096;
-    causal_conv1d::BwdParams b;
-    b.f.batch = B, b.f.dim = D, b.f.seqlen = L, b.f.width = 4, b.f.channel_last = channel_last;
-    b.f.x_dtype = b.f.w_dtype = t;
-    b.f.x_batch_stride = b.dout_batch_stride = b.dx_batch_stride = D * L;
-    b.f.x_l_stride = b.dout_l_stride = b.dx_l_stride = channel_last ? D : 1;
-    b.f.x_c_stride = b.dout_c_stride = b.dx_c_stride = channel_last ? 1 : L;
-    b.deterministic = true;
-    int64_t elems = -1;
-    EXPECT_EQ(causal_conv1d::gpu::bwd_workspace_elems(b, dev, &elems), 0);
-    return elems / (D * 5);
-  };
+  auto slots = [](DType t, bool channel_last) { return nvidia_bwd_slots(t, channel_last, 8, 4096, 4096); };
   EXPECT_EQ(slots(DType::kBFloat16, false), 8);
   EXPECT_EQ(slots(DType::kFloat32, false), 24);
   EXPECT_EQ(slots(DType::kBFloat16, true), 64);
