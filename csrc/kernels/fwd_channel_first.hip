@@ -42,7 +42,8 @@
 // the load of iteration i + ring is issued before iteration i is computed, so every lane always
 // has `ring` 16-byte loads outstanding; on NVIDIA the `l2_ahead` iterations past those are
 // prefetched to L2, so the ring's loads wait on L2 rather than DRAM without holding more
-// registers. Data stays packed (16-bit pairs in 32-bit words) until it is computed.
+// registers (interleaved kernels: a run-time distance from the launcher, `l2_ahead_short` for
+// strips of few iterations). Data stays packed (16-bit pairs in 32-bit words) until it is computed.
 //
 // Halo exchange: output q needs inputs q - (width - 1) .. q. The width - 1 inputs before a lane's
 // vector are the last ones of the previous lane's vector: one rotated shuffle per halo element
@@ -79,6 +80,7 @@ struct CfGrid {
   int32_t iters;            // warp iterations per strip (a row's last strip may need fewer)
   const uint8_t* masks;     // seq_idx: batch row b's mask bytes at masks + b * mask_row
   int64_t mask_row;
+  int32_t l2_ahead;  // interleaved kernels: iterations past the ring prefetched to L2
 };
 
 template <typename T, int kWidth, int kV, bool kOutVec, bool kSilu, bool kSeqIdx, bool kMaskPair, int kIl>
@@ -86,7 +88,6 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
     fwd_channel_first_kernel(FwdParams p, CfGrid g) {
   constexpr FwdCfTuning kTune = fwd_cf_tuning(kTargetFamily);
   constexpr int kRing = kSeqIdx ? kTune.ring_seq : kTune.ring;
-  constexpr int kL2Ahead = checked_l2_ahead<kSeqIdx ? kTune.l2_ahead_seq : kTune.l2_ahead>();
   constexpr int kHalo = kWidth - 1;
   constexpr int kStep = kWarpSize * kV;  // elements per warp iteration
   constexpr int kPerWord = 4 / int(sizeof(T));
@@ -107,6 +108,11 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
   // Interleaved strips (the top of the file): 2^kIl warps a strip, lane 0 loading the vector
   // before its own (its halo) instead of carrying the last lane's of the previous iteration.
   constexpr bool kInter = kIl > 0;
+  // Iterations past the ring prefetched to L2: the table's, or for interleaved strips the
+  // launcher's choice (short strips prefetch further; tuning.h).
+  constexpr int kL2Table = checked_l2_ahead<kSeqIdx ? kTune.l2_ahead_seq : kTune.l2_ahead>();
+  static_assert(checked_l2_ahead<kTune.l2_ahead_short>() >= 0, "the launcher's distance for short interleaved strips");
+  const int l2_ahead = kInter ? g.l2_ahead : kL2Table;
   static_assert(!kInter || (interleaves(kTune, kOutVec, kSeqIdx) && (1 << kIl) <= kTune.interleave),
                 "only the kernels the table interleaves");
   static_assert(!kInter || kHalo <= kV, "lane 0's halo lies in the vector before its own");
@@ -333,7 +339,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
   };
 
   // The ring: ring[j] holds iteration it0 + j; its next load (it0 + j + kRing) is issued before
-  // it is computed, and kL2Ahead iterations past that are prefetched to L2. Static indices keep
+  // it is computed, and l2_ahead iterations past that are prefetched to L2. Static indices keep
   // the ring in registers.
   Data ring[kRing];
   Masks ring_mk[kRing];
@@ -342,8 +348,8 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
   static_for<kRing>([&](auto j) {
     if (j < n_it) load(j, ring[j], ring_mk[j], before_of(j));
   });
-  if constexpr (kL2Ahead > 0) {
-    for (int j = kRing; j < kRing + kL2Ahead && j < n_it; ++j) prefetch(j);
+  if constexpr (kInter || kL2Table > 0) {
+    for (int j = kRing; j < kRing + l2_ahead && j < n_it; ++j) prefetch(j);
   }
   // Then the halo of lanes < kD (as loaded: packing it into a word would wait for it here), then
   // the weights: their conversion waits for them, and loaded first they put one more memory
@@ -375,8 +381,8 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
       Masks cur_mk;
       static_for<kMPair>([&](auto h) { static_for<kMWords>([&](auto w) { cur_mk[h][w] = ring_mk[j][h][w]; }); });
       if (it + kRing < n_it) load(it + kRing, ring[j], ring_mk[j], before_of(j));
-      if constexpr (kL2Ahead > 0) {
-        if (it + kRing + kL2Ahead < n_it) prefetch(it + kRing + kL2Ahead);
+      if constexpr (kInter || kL2Table > 0) {
+        if (l2_ahead > 0 && it + kRing + l2_ahead < n_it) prefetch(it + kRing + l2_ahead);
       }
       process(it, cur, cur_mk, cur_before);
     });
@@ -401,10 +407,68 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
   }
 }
 
-}  // namespace
-
 // The interleaved kernels the launcher instantiates: 2^1 and 2^2 warps a strip.
 constexpr int kMaxInterLog2 = 2;
+
+// A launch's strips (launch_fwd_channel_first; fwd_channel_first_strips for tests), from the
+// row's vectors (aligned rows or not), the tuning row and the kernel family (seq_idx, out in x's
+// phase).
+struct CfStrips {
+  int il;                  // 2^il warps walk a strip, interleaved
+  int64_t iters;           // warp iterations a strip (a row's last strip may need fewer)
+  int64_t strips_per_row;  // strips of one row
+  int32_t l2_ahead;        // iterations past the ring prefetched to L2 (interleaved kernels read it
+                           // from CfGrid; the others compile in the same table value)
+};
+CfStrips cf_strips(const FwdParams& p, const FwdCfTuning& tune, int wave, int kv, bool seq_idx, bool out_vec,
+                   bool aligned) {
+  // Strips: as few as cover a row with at most max_iters iterations each, balanced.
+  const int64_t max_iters = seq_idx ? tune.max_iters_seq : tune.max_iters;
+  const int64_t span = p.seqlen + (aligned ? 0 : kv - 1);
+  const int64_t row_vecs = (span + kv - 1) / kv;
+  // Interleaved strips: as many warps a strip (2^il) as the table allows while each keeps at least
+  // interleave_min_iters iterations of the row (CUDA builds: the only ones that compile
+  // interleaved kernels, launch_fwd_channel_first).
+  CfStrips st{};
+  if (CAUSAL_CONV1D_BACKEND_CUDA && interleaves(tune, out_vec, seq_idx)) {
+    auto iters_at = [&](int l) { return (row_vecs + (int64_t(wave) << l) - 1) / (int64_t(wave) << l); };
+    while (st.il < kMaxInterLog2 && (2 << st.il) <= tune.interleave && iters_at(st.il + 1) >= tune.interleave_min_iters)
+      ++st.il;
+  }
+  const int64_t it_vecs = int64_t(wave) << st.il;  // vectors a strip's iteration covers
+  const int64_t iters_needed = std::max<int64_t>(1, (row_vecs + it_vecs - 1) / it_vecs);
+  st.strips_per_row = (iters_needed + max_iters - 1) / max_iters;
+  st.iters = (iters_needed + st.strips_per_row - 1) / st.strips_per_row;
+  // Interleaved strips at the interleaving floor prefetch further (tuning.h, l2_ahead_short).
+  st.l2_ahead = seq_idx                                              ? tune.l2_ahead_seq
+                : st.il > 0 && st.iters <= tune.interleave_min_iters ? tune.l2_ahead_short
+                                                                     : tune.l2_ahead;
+  return st;
+}
+
+// out stored as vectors when its rows share x's alignment (then one peel fits both); otherwise
+// realigned from x's (the top of the file).
+bool out_in_x_phase(const FwdParams& p, int esize, int kv) {
+  return same_vector_phase(p.x, p.out, esize, kv, {p.x_batch_stride, p.x_c_stride},
+                           {p.out_batch_stride, p.out_c_stride});
+}
+
+// Every x row starts aligned: no row needs the extra peeled vector.
+bool rows_aligned(const FwdParams& p, int esize, int kv) {
+  return reinterpret_cast<uintptr_t>(p.x) % (kv * esize) == 0 && multiple_of(p.x_batch_stride, kv) &&
+         multiple_of(p.x_c_stride, kv);
+}
+
+}  // namespace
+
+int fwd_channel_first_strips(const FwdParams& p, const DeviceDesc& dev, FwdCfStrips* strips) {
+  if (const int status = check_width_and_dtypes(p.width, p.x_dtype, p.w_dtype); status != kSuccess) return status;
+  const int esize = dtype_size(p.x_dtype), kv = 16 / esize;
+  const CfStrips st = cf_strips(p, fwd_cf_tuning(dev.family), dev.wave_size, kv, p.seq_idx != nullptr,
+                                out_in_x_phase(p, esize, kv), rows_aligned(p, esize, kv));
+  *strips = {1 << st.il, st.iters, st.strips_per_row, st.l2_ahead};
+  return kSuccess;
+}
 
 int launch_fwd_channel_first(const FwdParams& p, const uint8_t* masks, int64_t mask_row, const DeviceDesc& dev,
                              Stream stream) {
@@ -415,44 +479,24 @@ int launch_fwd_channel_first(const FwdParams& p, const uint8_t* masks, int64_t m
     return dispatch_bool(p.seq_idx != nullptr, [&](auto Q) {
       constexpr bool kSeqIdx = decltype(Q)::value;
       constexpr int kV = kVec16<T>;  // 16-byte vectors
-      constexpr int kVBytes = kV * int(sizeof(T));
-      // out stored as vectors when its rows share x's alignment (then one peel fits both);
-      // otherwise realigned from x's (the top of the file).
-      const bool out_vec = same_vector_phase(p.x, p.out, sizeof(T), kV, {p.x_batch_stride, p.x_c_stride},
-                                             {p.out_batch_stride, p.out_c_stride});
-      // Every x row starts aligned: no row needs the extra peeled vector.
-      const bool aligned = reinterpret_cast<uintptr_t>(p.x) % kVBytes == 0 && multiple_of(p.x_batch_stride, kV) &&
-                           multiple_of(p.x_c_stride, kV);
+      const bool out_vec = out_in_x_phase(p, sizeof(T), kV);
+      const bool aligned = rows_aligned(p, sizeof(T), kV);
       return dispatch_width(p.width, [&](auto W) {
         constexpr int kWidth = decltype(W)::value;
         return dispatch_bool(out_vec, [&](auto OutVec) {
-          // Strips: as few as cover a row with at most max_iters iterations each, balanced.
-          const int64_t max_iters = kSeqIdx ? tune.max_iters_seq : tune.max_iters;
-          const int64_t span = p.seqlen + (aligned ? 0 : kV - 1);
-          const int64_t row_vecs = (span + kV - 1) / kV;
+          const CfStrips st = cf_strips(p, tune, wave, kV, kSeqIdx, decltype(OutVec)::value, aligned);
+          const int il = st.il;
           const int warps_per_block = tune.threads / wave;
-          // Interleaved strips: as many warps a strip (2^il) as the table allows while each keeps
-          // at least interleave_min_iters iterations of the row (CUDA builds: the only ones that
-          // compile interleaved kernels, below).
-          int il = 0;
-          if (CAUSAL_CONV1D_BACKEND_CUDA && interleaves(tune, decltype(OutVec)::value, kSeqIdx)) {
-            auto iters_at = [&](int l) { return (row_vecs + (int64_t(wave) << l) - 1) / (int64_t(wave) << l); };
-            while (il < kMaxInterLog2 && (2 << il) <= tune.interleave && iters_at(il + 1) >= tune.interleave_min_iters)
-              ++il;
-          }
-          const int64_t it_vecs = int64_t(wave) << il;  // vectors a strip's iteration covers
-          const int64_t iters_needed = std::max<int64_t>(1, (row_vecs + it_vecs - 1) / it_vecs);
-          const int64_t strips_per_row = (iters_needed + max_iters - 1) / max_iters;
-          const int64_t iters = (iters_needed + strips_per_row - 1) / strips_per_row;
-          const int64_t total = p.batch * p.dim * strips_per_row;
+          const int64_t total = p.batch * p.dim * st.strips_per_row;
           if (total > INT_MAX) return int(kErrInvalidParams);
           CfGrid g;
           g.dim = static_cast<uint32_t>(p.dim);
-          g.strips_per_row = static_cast<uint32_t>(strips_per_row);
+          g.strips_per_row = static_cast<uint32_t>(st.strips_per_row);
           g.total_strips = static_cast<uint32_t>(total);
-          g.iters = static_cast<int32_t>(iters);
+          g.iters = static_cast<int32_t>(st.iters);
           g.masks = masks;
           g.mask_row = mask_row;
+          g.l2_ahead = st.l2_ahead;
           const int strips_per_block = warps_per_block >> il;
           const auto blocks = static_cast<unsigned>((total + strips_per_block - 1) / strips_per_block);
           // seq_idx with misaligned rows: the kernels that load both mask vectors a vector's bytes

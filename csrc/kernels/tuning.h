@@ -56,6 +56,8 @@ struct FwdCfTuning {
   int l2_ahead;              // NVIDIA: iterations past the ring whose lines are prefetched to L2 (no
                              // registers held)
   int l2_ahead_seq;          // the same with seq_idx
+  int l2_ahead_short;        // the same for interleaved strips at the interleaving floor (each warp
+                             // keeps interleave_min_iters iterations or fewer)
   bool nt_store;             // AMD: nontemporal stores for out (written once, never read back)
   bool seq_mask_pair;        // seq_idx: a misaligned row's vectors load the two mask vectors their bytes
                              // straddle in the ring (2 more registers a slot); else they read them byte
@@ -111,7 +113,20 @@ __host__ __device__ constexpr FwdCfTuning fwd_cf_tuning(ArchFamily f) {
     // 134.6 us (4 / 4 / 2 warps a strip); (8, 4096, 4096) with 4 warps of 4 iterations 138.1-139.1
     // against 135.1 with warp strips, with 2 of 8 135.0 against 136.3 (a run-time factor, 64
     // registers; the compiled-in factors keep 56-62).
-    case ArchFamily::kNvidia: return {128, 8, 8, 24, 24, 1, 1, 2, 2, false, true, true, 4, 8};
+    // Interleaved strips whose warps keep 8 iterations or fewer prefetch 4 past the ring, the
+    // others 2. A run-time distance for every interleaved kernel, 4 against 2, eager, upstream
+    // alternated, two rounds on each of two machines: fp32 (8, 4096, 4096) (4 warps of 8)
+    // 266.9-268.3 -> 262.5-263.2 us (upstream 266.0-266.7), (16, 2048, 2048) (2 warps of 8)
+    // 136.4-137.3 -> 134.9-135.3 (upstream 135.3-135.7), bf16 (8, 4096, 4096) (2 of 8) 135.6-136.0 ->
+    // 134.9-135.2 (upstream 137.6), bf16 (4, 5376, 8192) (4 of 8) 175.3 -> 175.6; strips of 16
+    // lost: bf16 (1, 8192, 16384) 136.8 -> 139.0, fp32 (1, 8192, 16384) / (4, 5376, 8192) 0.1-0.2%
+    // (6 ahead: 2.7% at the first). Warp strips keep 2 ((2, 8192, 1024) fp32, 8 iterations a warp: 3
+    // or 4 cost 0.5%). A compiled-in 4 for the 2-warp kernels alone: within noise. A ring of 2 for
+    // fp32 (64 registers; the interleaved kernels spilled 40 B) lost 3-7% but at (2, 8192, 1024).
+    // As landed (results run of 2026-11-28, two rounds of the timing script and bench.py): fp32
+    // (8, 4096, 4096) 262.5-263.1 us against upstream 265.6-266.2, (16, 2048, 2048) 134.6-135.8
+    // against 135.0-135.6, bf16 (8, 4096, 4096) 134.4-135.0 against 136.7-137.2.
+    case ArchFamily::kNvidia: return {128, 8, 8, 24, 24, 1, 1, 2, 2, 4, false, true, true, 4, 8};
     // RDNA needs ~10 KB per CU: 2 loads ahead x 16 B x 32 lanes x >= 12 waves/SIMD x 2 SIMDs =
     // 24 KB. 12 waves/SIMD caps VGPRs at 128 (the floor the compile report checks; the kernels
     // need ~82; the seq_idx kernels, with a mask byte a position beside the data, up to 91 with
@@ -120,8 +135,8 @@ __host__ __device__ constexpr FwdCfTuning fwd_cf_tuning(ArchFamily f) {
     // Cache / L2. Warp strips only (interleave 1): interleaving is measured on NVIDIA alone, and
     // its lane-0 halo loads would change the VGPR counts the floors were set from.
     // The realigning kernels (out in another phase than x) take up to 91 VGPRs, as the others.
-    case ArchFamily::kRdna4: return {128, 12, 12, 16, 16, 2, 2, 0, 0, true, true, true, 1, 0};
-    case ArchFamily::kRdna3: return {128, 12, 12, 16, 16, 2, 2, 0, 0, true, true, true, 1, 0};
+    case ArchFamily::kRdna4: return {128, 12, 12, 16, 16, 2, 2, 0, 0, 0, true, true, true, 1, 0};
+    case ArchFamily::kRdna3: return {128, 12, 12, 16, 16, 2, 2, 0, 0, 0, true, true, true, 1, 0};
     // gfx942: 6 waves/SIMD (the floor) allow 80 VGPRs, and a ring of 2 spilled in the fp16
     // kernels: 1 ahead (plus the one being computed) x 16 B x 64 lanes x 6 waves x 4 SIMDs =
     // 24-48 KB per CU against the ~30-40 KB needed. 128 threads are 2 waves, each its own strip.
@@ -131,9 +146,9 @@ __host__ __device__ constexpr FwdCfTuning fwd_cf_tuning(ArchFamily f) {
     // ring (seq_mask_pair) 12. With out in another phase than x, the seq_idx kernels store it
     // element by element: realigning it spilled 1-7 VGPRs in the fp16 kernels (those without
     // seq_idx realign it, no spills).
-    case ArchFamily::kCdna: return {128, 6, 6, 16, 16, 1, 1, 0, 0, true, false, false, 1, 0};
+    case ArchFamily::kCdna: return {128, 6, 6, 16, 16, 1, 1, 0, 0, 0, true, false, false, 1, 0};
   }
-  return {128, 8, 8, 24, 24, 1, 1, 2, 2, false, true, true, 4, 8};
+  return {128, 8, 8, 24, 24, 1, 1, 2, 2, 4, false, true, true, 4, 8};
 }
 
 // The row a forward kernel is compiled with: the seq_idx kernels take their own occupancy.

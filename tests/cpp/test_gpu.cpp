@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "causal_conv1d/build_config.h"
 #include "causal_conv1d/cpu.h"
 #include "causal_conv1d/gpu.h"
 #include "conv_problem.h"
@@ -434,6 +435,43 @@ TEST(GpuEntryChecks, BackwardFp32TakesItsOwnStripsAndRanges) {
   EXPECT_EQ(slots(DType::kFloat32, false), 24);
   EXPECT_EQ(slots(DType::kBFloat16, true), 64);
   EXPECT_EQ(slots(DType::kFloat32, true), 128);
+}
+
+// The channel-first forward's strips under NVIDIA's tuning row on dense rows at width 4 (no
+// launch). CUDA builds interleave: up to 4 warps a strip while each keeps 8 iterations, and
+// interleaved strips at that floor prefetch 4 iterations past the ring instead of 2. HIP builds
+// compile no interleaved kernel (warp strips of at most 24 iterations, 2 ahead), nor do kernels
+// with seq_idx or with out in another vector phase than x.
+TEST(GpuEntryChecks, ForwardStripsAndPrefetchDistance) {
+  namespace gpu = causal_conv1d::gpu;
+  causal_conv1d::DeviceDesc dev;
+  dev.family = causal_conv1d::ArchFamily::kNvidia, dev.cu_count = 132, dev.wave_size = 32;
+  auto strips = [&](DType t, int64_t B, int64_t D, int64_t L, bool seq_idx = false, bool out_shifted = false) {
+    causal_conv1d::FwdParams f;
+    f.batch = B, f.dim = D, f.seqlen = L, f.width = 4, f.x_dtype = f.w_dtype = t;
+    f.x_batch_stride = f.out_batch_stride = D * L;
+    f.x_c_stride = f.out_c_stride = L;
+    f.x_l_stride = f.out_l_stride = 1;
+    static const int32_t kIds[1] = {};
+    if (seq_idx) f.seq_idx = kIds;  // never read
+    // One element past a 16-byte boundary: out's vectors in another phase than x's.
+    if (out_shifted) f.out = reinterpret_cast<void*>(uintptr_t(256 + causal_conv1d::dtype_size(t)));
+    gpu::FwdCfStrips st{};
+    EXPECT_EQ(gpu::fwd_channel_first_strips(f, dev, &st), 0);
+    return std::vector<int64_t>{st.warps_per_strip, st.iters, st.strips_per_row, st.l2_ahead};
+  };
+  using V = std::vector<int64_t>;
+  constexpr bool kCuda = CAUSAL_CONV1D_BACKEND_CUDA;
+  // {warps a strip, iterations a strip, strips a row, iterations prefetched past the ring}
+  EXPECT_EQ(strips(DType::kFloat32, 8, 4096, 4096), kCuda ? V({4, 8, 1, 4}) : V({1, 16, 2, 2}));
+  EXPECT_EQ(strips(DType::kFloat32, 16, 2048, 2048), kCuda ? V({2, 8, 1, 4}) : V({1, 16, 1, 2}));
+  EXPECT_EQ(strips(DType::kFloat32, 1, 8192, 16384), kCuda ? V({4, 16, 2, 2}) : V({1, 22, 6, 2}));
+  EXPECT_EQ(strips(DType::kFloat32, 2, 8192, 1024), V({1, 8, 1, 2}));
+  EXPECT_EQ(strips(DType::kBFloat16, 8, 4096, 4096), kCuda ? V({2, 8, 1, 4}) : V({1, 16, 1, 2}));
+  EXPECT_EQ(strips(DType::kBFloat16, 4, 5376, 8192), kCuda ? V({4, 8, 1, 4}) : V({1, 16, 2, 2}));
+  EXPECT_EQ(strips(DType::kBFloat16, 1, 8192, 16384), kCuda ? V({4, 16, 1, 2}) : V({1, 22, 3, 2}));
+  EXPECT_EQ(strips(DType::kBFloat16, 8, 4096, 4096, /*seq_idx=*/true), V({1, 16, 1, 2}));
+  EXPECT_EQ(strips(DType::kBFloat16, 8, 4096, 4096, false, /*out_shifted=*/true), V({1, 16, 1, 2}));
 }
 
 }  // namespace

@@ -41,6 +41,16 @@ int device_desc(int device, DeviceDesc* desc);
 // the channel-first kernel; 0 when none), 16-byte aligned.
 int fwd_workspace_bytes(const FwdParams& p, const DeviceDesc& dev, int64_t* bytes);
 int launch_fwd(const FwdParams& p, void* workspace, const DeviceDesc& dev, void* stream);
+// The strips launch_fwd would give a channel-first forward on device `dev` (no launch, no GPU
+// needed; for tests and tools): warps walking each strip interleaved, warp iterations a strip,
+// strips a row, and iterations past the load ring prefetched to L2 (NVIDIA; tuning.h).
+struct FwdCfStrips {
+  int warps_per_strip;
+  int64_t iters;
+  int64_t strips_per_row;
+  int l2_ahead;
+};
+int fwd_channel_first_strips(const FwdParams& p, const DeviceDesc& dev, FwdCfStrips* strips);
 int launch_update(const UpdateParams& p, const DeviceDesc& dev, void* stream);
 // Float elements of scratch launch_bwd needs in p.workspace on device `dev`: the partials of
 // p.deterministic, and the seq_idx masks of either layout (0 when neither).
