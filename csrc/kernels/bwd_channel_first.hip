@@ -117,6 +117,16 @@ __device__ __forceinline__ float dy_at(const float (&w)[kWidth], float bias, flo
   return kSilu ? dsilu_times(y, gq) : gq;
 }
 
+// seq_idx: the tap bits of a row's first kV positions (mask word 0: byte e, bit j) whose taps reach
+// before the row (j >= e), where the walk's inputs are zeros either way.
+template <int kV, int kHalo>
+__host__ __device__ constexpr uint32_t row_start_tap_bits() {
+  static_assert(kHalo < 4 && kHalo <= 4 * ((kV + 3) / 4), "a row's first kHalo positions in mask word 0");
+  uint32_t bits = 0;
+  for (int e = 0; e < kHalo && e < kV; ++e) bits |= (((1u << kHalo) - 1) & ~((1u << e) - 1)) << (8 * e);
+  return bits;
+}
+
 template <typename T, int kWidth, int kV, bool kSilu, bool kSeqIdx>
 __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily), kSeqIdx))
     bwd_channel_first_kernel(BwdParams p, BwdCfGrid g) {
@@ -156,6 +166,13 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   // (The states are the second pass's: here the inputs before the row are zeros.)
   auto input = [&](int64_t q) { return row_input<T, kHalo>(x, L, nullptr, 0, q); };
   auto mask_at = [&](int64_t q) -> uint32_t { return q >= 0 && q < L ? masks[q] : 0u; };
+  // The row's edges cost no masked iterations: past the row the dy halo is zeros, and before it the
+  // inputs are (the states pass adds initial states), so there the masked path computes what the
+  // unmasked one does. The carried masks of positions past the row take every tap bit (the
+  // iteration at a row's end then tests clean when its sequence runs to the end), and the first
+  // vector of an aligned row (qbase 0: lane 0 of strip 0) the tap bits that reach before the row,
+  // in its first iteration's clean test only.
+  auto mask_past_row = [&](int64_t q) -> uint32_t { return q >= L ? (1u << kHalo) - 1 : mask_at(q); };
 
   const int m = misalignment<T, kV>(x);
   // Where a vector's masks start in the kV-aligned pair of mask vectors the fast range loads (the
@@ -167,6 +184,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   const int n_it = left <= 0 ? 0 : left < g.iters ? int(left) : g.iters;
   const int it_hi = n_it - 1;
   const int64_t qbase = (vec0 + lane) * kV - m;  // this lane's first position
+  const uint32_t start_bits = kSeqIdx && qbase == 0 ? row_start_tap_bits<kV, kHalo>() : 0u;  // (mask_past_row)
   // Room left in the row after qbase, saturated to 32 bits (a strip spans a few thousand
   // elements): the vector of iteration `it` is whole when it lies inside [0, L).
   const int64_t room64 = L - qbase;
@@ -319,7 +337,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
     constexpr int kD = decltype(i)::value / kV + 1;
     carry[i] = 0.0f;
     const int64_t q = qbase + int64_t(it_hi) * kStep + kV + i;
-    if constexpr (kSeqIdx) carry_mk[kMHalo == 1 ? 0 : i] |= mask_at(q) << (kMHalo == 1 ? 8 * i : 0);
+    if constexpr (kSeqIdx) carry_mk[kMHalo == 1 ? 0 : i] |= mask_past_row(q) << (kMHalo == 1 ? 8 * i : 0);
     if (lane + kD >= kWarpSize && q >= 0 && q < L) {
       const uint32_t mq = kSeqIdx ? mask_at(q) : 0u;
       float xs[kWidth];
@@ -504,7 +522,9 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
         constexpr uint32_t kTest = kSeqPadBit | ((1u << kHalo) - 1), kWant = (1u << kHalo) - 1;
         constexpr uint32_t kBytes = kV >= 4 ? 0x01010101u : 1u;
         bool clean = true;
-        static_for<kMWords>([&](auto j) { clean &= (mw[j] & kTest * kBytes) == kWant * kBytes; });
+        const uint32_t start = it == 0 ? start_bits : 0u;
+        static_for<kMWords>(
+            [&](auto j) { clean &= ((mw[j] | (j == 0 ? start : 0u)) & kTest * kBytes) == kWant * kBytes; });
         static_for<kHalo>([&](auto i) {
           constexpr int kD = decltype(i)::value / kV + 1;
           const uint32_t carried = kMHalo == 1 ? carry_mk[0] >> (8 * i) : carry_mk[kMHalo == 1 ? 0 : i];

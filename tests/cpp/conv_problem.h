@@ -2,6 +2,7 @@
 // formula evaluated in double as the reference.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -19,6 +20,9 @@ struct Case {
   bool channel_last, silu, bias, states, seq_idx;
   int64_t batch, dim, seqlen;
   bool every_11th_padding = true;  // seq_idx: padding tokens every 11th position too (below)
+  // seq_idx: sequences of seq_len positions, a new one starting at seq_phase (if > 0) and every
+  // seq_len positions after it (0: lengths 1, 2, 3, ..., below).
+  int64_t seq_len = 0, seq_phase = 0;
 };
 
 struct Problem {
@@ -39,7 +43,8 @@ struct Problem {
     seq.resize(B * L);
     for (int64_t b = 0; b < B; ++b)  // sequences of lengths 1, 2, 3, ... packed along t
       for (int64_t t = 0, id = 0, left = 1, len = 1; t < L; ++t) {
-        seq[b * L + t] = static_cast<int32_t>(id + b);
+        const int64_t fixed = t < c.seq_phase ? 0 : (t - c.seq_phase) / std::max<int64_t>(c.seq_len, 1) + 1;
+        seq[b * L + t] = static_cast<int32_t>((c.seq_len > 0 ? fixed : id) + b);
         if (--left == 0) left = ++len, ++id;
       }
     // Padding tokens (negative ids, output exactly 0): every 11th position (unless the case says

@@ -229,6 +229,20 @@ std::vector<BwdGpuParam> gpu_bwd_cases() {
         v.push_back(
             {{t, DType::kFloat32, width, false, width != 2, width != 3, false, true, 2, L > 4096 ? 2 : 3, L, false},
              (L + width) % 2 == 0});
+  // Channel-first seq_idx with long sequences, no padding: warp iterations at a row's edges test
+  // clean when their sequence runs into the edge (the walk's inputs before a row and dy after it are
+  // zeros either way), and stay masked when a sequence starts 1 or 2 positions into the row or 1
+  // or 2 before its end. Sequences of 1024 positions start at whole warp iterations (bf16 256, fp32
+  // 128 elements), so both neighbours of such a start mask; rows of one sequence mask nothing; the
+  // 8448-position rows are 2 strips.
+  for (int64_t L : {4096, 8448})
+    for (DType t : {DType::kBFloat16, DType::kFloat32})
+      for (int width : {2, 4})
+        for (int64_t phase : {int64_t(0), int64_t(1), int64_t(2), L - 2, L - 1}) {
+          cc_test::Case c{t, DType::kFloat32, width, false, true, true, false, true, 2, 3, L, false};
+          c.seq_len = phase == 0 ? (width == 2 ? L : 1024) : L, c.seq_phase = phase;
+          v.push_back({c, (phase + width) % 2 == 0});
+        }
   // Channel-first states on aligned rows, whose first and last warp iterations are fast: the
   // initial_states halo of iteration 0 (its dy, dx and dweight terms corrected after the walk),
   // dinitial_states and dfinal_states recomputed after it; rows of whole warp iterations (256 bf16 /
