@@ -15,8 +15,7 @@
 //  - the x halo (the W-1 inputs before its vector, for its dy): by shuffle from the previous lane.
 //    Lane 0 loads it with its vector (the warp-row before is the walk's next iteration, not yet
 //    in registers): the whole vector before its own in one access where a vector holds the halo
-//    (kBefore; the seq_idx kernels, and lanes < kD when a vector is shorter than the halo, load
-//    the halo's elements);
+//    (kBefore; lanes < kD when a vector is shorter than the halo load the halo's elements);
 //  - the dy halo (the W-1 dy after its vector, for its dx): by a rotated shuffle from the next
 //    lane. The last lane uses what it received in the previous iteration (lane 0's dy of the
 //    warp-row after, walked just before) and keeps the current value for the next one. Before
@@ -235,16 +234,19 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   // position q0 - kHalo + i; kept as loaded until the iteration is computed: converting or
   // packing it at load time would make the warp wait for the load there, defeating the ring),
   // and the seq_idx masks of the vector.
-  // kBefore (a vector at least as long as the halo; not the seq_idx kernels, whose registers it
-  // would spill): lane 0 loads the whole vector before its own (one access; its last kHalo
-  // elements are the halo) instead of the halo element by element, each with its own bounds test.
+  // kBefore (a vector at least as long as the halo): lane 0 loads the whole vector before its own
+  // (one access; its last kHalo elements are the halo) instead of the halo element by element,
+  // each with its own bounds test. The seq_idx kernels too since they fit it without spills: H200,
+  // bf16 (8, 4096, 4096), the two builds alternated in one run, 8 sequences a row 267.6-267.9 ->
+  // 259.4-259.9 us, 8 unaligned 253.1-253.8 -> 244.8-245.3, one a row 223.7-224.5 -> 221.2-221.9;
+  // fp32 and no seq_idx unchanged (benchmarks/NOTES.md, thirty-third session).
   // The backward is issue-bound on NVIDIA (~235 instructions a warp iteration at 32 resident warps
   // an SM keep ~3.5 of 4 issue slots busy at 90% of copy bandwidth): with the word shuffles
   // below, dsilu_times and the prefetch addressed from the load (load_fast), the bf16 width-4
   // loop went from 261 to 235 SASS instructions; H200 in a CUDA graph, bf16 (1, 8192, 16384) /
   // (4, 5376, 8192) / (8, 4096, 4096) 211.2 / 272.9 / 208.0 -> 206.5 / 267.5 / 205.4 us, fp16
   // (4, 5376, 8192) 291.1 -> 272.8 (benchmarks/NOTES.md, twenty-seventh session).
-  constexpr bool kBefore = kV >= kHalo && !kSeqIdx;
+  constexpr bool kBefore = kV >= kHalo;
   struct Slot {
     Packed<T, kV> x, g;
     T hx[kBefore ? 1 : kHalo];
