@@ -413,44 +413,68 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
         return (mka[kR - kV] >> kBit) & 1u;
       }
     };
-    // dy at own position e, and its dweight/dbias terms.
+    // dy at own position e, and its dweight/dbias terms. Masked (kMasked), a tap whose bit is clear
+    // is left out of y and of its dweight term: FMAs under the (position, tap) pair's predicate
+    // instead of a select of the input (own_dx likewise for its dy terms), each sum starting from
+    // the term that needs no predicate. The bf16 width-4 masked iteration went from 369 to 345 SASS
+    // instructions (sm_90; the clean one 272-273); H200, bf16 (8, 4096, 4096), the two builds
+    // alternated in one run: 8 sequences a row 259.2-259.7 -> 250.5-250.8 us, 8 unaligned
+    // 244.1-244.8 -> 240.5-240.7, fp32 8 a row 407.5-412.2 -> 398.6-401.0, one a row 221.5-221.7 ->
+    // 223.2-224.0 (+1%: the loop's schedule, not its count); gfx1201: the seq_idx kernels 111 -> 90
+    // VGPRs, 12 -> 16 waves/SIMD (benchmarks/NOTES.md, thirty-fourth session).
     auto own_dy = [&](auto e) {
       constexpr int kE = decltype(e)::value;
       float xs[kWidth];
+      bool keep[kWidth];
       static_for<kWidth>([&](auto k) {
         constexpr int kR = kE - kHalo + decltype(k)::value;
         constexpr int kBack = kE - kR;  // a tap kBack positions before: kept iff bit kBack - 1
         xs[k] = xat(Idx<kR>{});
         if constexpr (kMasked && kBack > 0) {
-          if (!mbit(Idx<kE>{}, Idx<kBack - 1>{})) xs[k] = 0.0f;
+          keep[k] = mbit(Idx<kE>{}, Idx<kBack - 1>{});
+        } else {
+          keep[k] = true;
         }
       });
-      float d = dy_from(packed_elem<T, kE>(cur.g), xs);
+      float d;
       if constexpr (kMasked) {
+        float y = fmaf(w[kHalo], xs[kHalo], bias);  // the position's own tap first: no predicate
+        static_for<kHalo>([&](auto k) {
+          if (keep[k]) y = fmaf(w[k], xs[k], y);
+        });
+        d = kSilu ? dsilu_times(y, packed_elem<T, kE>(cur.g)) : packed_elem<T, kE>(cur.g);
         if (mbit(Idx<kE>{}, Idx<7>{})) d = 0.0f;  // padding token (kSeqPadBit): constant output
+      } else {
+        d = dy_from(packed_elem<T, kE>(cur.g), xs);
       }
       dy[kE] = d;
       acc[kWidth] += d;
-      static_for<kWidth>([&](auto k) { acc[k] = fmaf(d, xs[k], acc[k]); });
+      static_for<kWidth>([&](auto k) {
+        if (keep[k]) acc[k] = fmaf(d, xs[k], acc[k]);
+      });
     };
-    // dx at own position e: sum over the outputs e + kHalo - k that read it.
+    // dx at own position e: sum over the outputs e + kHalo - k that read it (masked: its own
+    // output's term first, which needs no predicate).
     PackedBuilder<T, kV> res;
     float o[kEdge ? kV : 1];
     auto own_dx = [&](auto e) {
       constexpr int kE = decltype(e)::value;
-      float sum = 0.0f;
-      static_for<kWidth>([&](auto k) {
-        constexpr int kJ = kE + kHalo - decltype(k)::value;
-        float d;
+      auto dy_of = [&](auto j) {
+        constexpr int kJ = decltype(j)::value;
         if constexpr (kJ < kV) {
-          d = dy[kJ];
+          return dy[kJ];
         } else {
-          d = dya[kJ - kV];
+          return dya[kJ - kV];
         }
-        if constexpr (kMasked && kJ > kE) {  // dy[kJ] reaches back kJ - kE positions
-          if (!mbit(Idx<kJ>{}, Idx<kJ - kE - 1>{})) d = 0.0f;
+      };
+      float sum = kMasked ? w[kHalo] * dy[kE] : 0.0f;
+      static_for<kMasked ? kHalo : kWidth>([&](auto k) {
+        constexpr int kJ = kE + kHalo - decltype(k)::value;
+        if constexpr (kMasked) {  // dy[kJ] reaches back kJ - kE positions
+          if (mbit(Idx<kJ>{}, Idx<kJ - kE - 1>{})) sum = fmaf(w[k], dy_of(Idx<kJ>{}), sum);
+        } else {
+          sum = fmaf(w[k], dy_of(Idx<kJ>{}), sum);
         }
-        sum = fmaf(w[k], d, sum);
       });
       if constexpr (kEdge) {
         o[kE] = sum;
