@@ -49,3 +49,38 @@ def test_bench_cpu_mode(tmp_path):
             assert ("ours", "fwd+bwd", layout, dtype, "autograd") in seen
     assert ("ours", "update", "-", "fp32", "eager") in seen
     assert all(r["us"] > 0 and r["GBps"] > 0 and r["pct_copy"] > 0 for r in rows)
+
+
+def _report(*args, cwd=None):
+    script = os.path.join(ROOT, "benchmarks", "report.py")
+    return subprocess.run([sys.executable, script, *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_doc_tables_match_the_committed_gpu_results():
+    # README.md's and docs/performance.md's GPU tables are benchmarks/results/h200.json's figures.
+    res = _report(os.path.join(ROOT, "benchmarks", "results", "h200.json"), "--check-docs")
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_doc_tables_check_and_update(tmp_path):
+    results = os.path.join(ROOT, "benchmarks", "results", "h200.json")
+    (tmp_path / "docs").mkdir()
+    for rel in ("README.md", os.path.join("docs", "performance.md")):
+        with open(os.path.join(ROOT, rel), encoding="utf-8") as f:
+            (tmp_path / rel).write_text(f.read(), encoding="utf-8")
+    perf = tmp_path / "docs" / "performance.md"
+    text = perf.read_text(encoding="utf-8")
+    row = next(line for line in text.splitlines() if line.startswith("| bwd, seq_idx | channel-first | bf16 |"))
+    cells = row.split("|")
+    cells[5] = " 1.0 "  # ours us
+    perf.write_text(text.replace(row, "|".join(cells)), encoding="utf-8")
+    res = _report(results, "--check-docs", "--root", str(tmp_path))
+    assert res.returncode == 1 and "bwd, seq_idx" in res.stdout, res.stdout + res.stderr
+    res = _report(results, "--update-docs", "--root", str(tmp_path))
+    assert res.returncode == 0, res.stdout + res.stderr
+    with open(os.path.join(ROOT, "docs", "performance.md"), encoding="utf-8") as f:
+        assert perf.read_text(encoding="utf-8") == f.read()
+    # A table row the run has no row for is an error, not a silently kept line.
+    perf.write_text(text.replace(row, row.replace("(8, 4096, 4096)", "(8, 4096, 4095)")), encoding="utf-8")
+    res = _report(results, "--check-docs", "--root", str(tmp_path))
+    assert res.returncode != 0 and "no ours row" in res.stderr, res.stdout + res.stderr
