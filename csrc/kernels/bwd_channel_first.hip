@@ -139,6 +139,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   // else one word a halo element (the element path).
   constexpr int kMWords = (kV + 3) / 4;
   constexpr int kMHalo = kV >= kHalo ? 1 : kHalo;
+  constexpr bool kDxReach = kV >= 8;  // (own_dx)
   // Lanes whose x halo reaches past the previous lane's vector: they load it from memory.
   constexpr int kDMax = (kHalo + kV - 1) / kV;
   static_assert(kTune.threads % kWarpSize == 0, "a block must consist of whole warps");
@@ -454,7 +455,15 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
       });
     };
     // dx at own position e: sum over the outputs e + kHalo - k that read it (masked: its own
-    // output's term first, which needs no predicate).
+    // output's term first, which needs no predicate). Masked, whether dy[j] reaches dx[e] is bit
+    // j - e - 1 of j's mask and bit kSeqReachShift + j - e - 1 of e's (seq_masks.h). kDxReach
+    // tests e's: with j's, ptxas shares the tests with own_dy's and keeps their predicates in
+    // register bits in between (two instructions to save one, one to restore it). sm_90, width-4
+    // SiLU masked iteration: 16-bit 345 -> 327 SASS instructions with e's (clean 273 either way);
+    // fp32 the other way, 189 with j's against 212. H200, bf16 (8, 4096, 4096), the two builds
+    // alternated in one run: 8 sequences a row 250.8-251.3 -> 243.2-243.6 us, 8 unaligned
+    // 240.5-241.9 -> 236.2-237.8, one a row 223.2-223.9 -> 223.7-224.5 (benchmarks/NOTES.md,
+    // thirty-fourth session).
     PackedBuilder<T, kV> res;
     float o[kEdge ? kV : 1];
     auto own_dx = [&](auto e) {
@@ -470,8 +479,12 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
       float sum = kMasked ? w[kHalo] * dy[kE] : 0.0f;
       static_for<kMasked ? kHalo : kWidth>([&](auto k) {
         constexpr int kJ = kE + kHalo - decltype(k)::value;
-        if constexpr (kMasked) {  // dy[kJ] reaches back kJ - kE positions
-          if (mbit(Idx<kJ>{}, Idx<kJ - kE - 1>{})) sum = fmaf(w[k], dy_of(Idx<kJ>{}), sum);
+        if constexpr (kMasked) {  // dy[kJ] in this position's sequence (kDxReach: above)
+          const bool in =
+              kDxReach ? mbit(Idx<kE>{}, Idx<kSeqReachShift + kJ - kE - 1>{}) : mbit(Idx<kJ>{}, Idx<kJ - kE - 1>{});
+          if (in) {
+            sum = fmaf(w[k], dy_of(Idx<kJ>{}), sum);
+          }
         } else {
           sum = fmaf(w[k], dy_of(Idx<kJ>{}), sum);
         }
