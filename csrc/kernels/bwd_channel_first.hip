@@ -237,7 +237,8 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   // and the seq_idx masks of the vector.
   // kBefore (a vector at least as long as the halo): lane 0 loads the whole vector before its own
   // (one access; its last kHalo elements are the halo) instead of the halo element by element,
-  // each with its own bounds test. The seq_idx kernels too since they fit it without spills: H200,
+  // each with its own bounds test. The seq_idx kernels too (nvcc: nothing spilled in the loop; what
+  // their 64 registers spill lies before and after it, as without kBefore): H200,
   // bf16 (8, 4096, 4096), the two builds alternated in one run, 8 sequences a row 267.6-267.9 ->
   // 259.4-259.9 us, 8 unaligned 253.1-253.8 -> 244.8-245.3, one a row 223.7-224.5 -> 221.2-221.9;
   // fp32 and no seq_idx unchanged (benchmarks/NOTES.md, thirty-third session).
