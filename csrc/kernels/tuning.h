@@ -267,11 +267,11 @@ __host__ __device__ constexpr BwdCfTuning bwd_cf_tuning(ArchFamily f) {
     // waves/SIMD (<= 96 VGPRs; the kernels need up to 73 with the strip's indices in scalar
     // registers, warp_uniform; 93 before) x 2 SIMDs x 32 lanes x 2 x 16 B = 32 KB. The seq_idx
     // kernels need up to 90 (143 before; 115 while their masked taps were selects, not predicated
-    // FMAs), so they run at 16 too; their row's 12 (<= 120) is the floor the compile report holds. Nontemporal dx
-    // stores keep x's halo lines (re-read by the next strip) in the Infinity Cache. 32 iterations a strip for the
-    // per-strip costs measured on NVIDIA, fp32 too (why NVIDIA's fp32 is faster with 12 was not
-    // profiled, so nothing says it carries over); no L2 prefetch instruction is used on AMD.
-    // (Chosen from the compile report, not timed: no AMD GPU.)
+    // FMAs), so they run at 16 too; their row's 12 (<= 120) is the floor the compile report
+    // holds. Nontemporal dx stores keep x's halo lines (re-read by the next strip) in the Infinity
+    // Cache. 32 iterations a strip for the per-strip costs measured on NVIDIA, fp32 too (why NVIDIA's fp32 is faster
+    // with 12 was not profiled, so nothing says it carries over); no L2 prefetch instruction is used on AMD. (Chosen
+    // from the compile report, not timed: no AMD GPU.)
     case ArchFamily::kRdna4: return {128, 16, 12, 32, 32, 1, 0, true, 128};
     case ArchFamily::kRdna3: return {128, 16, 12, 32, 32, 1, 0, true, 128};
     // gfx942 / gfx90a: 5 waves/SIMD (<= 96 VGPRs: the kernels need up to 90 with warp_uniform and
