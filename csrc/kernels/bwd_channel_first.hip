@@ -39,10 +39,15 @@
 //
 // seq_idx: a kernel before the walk (launch_seq_masks) turns each batch row's ids into one
 // byte a position (seq_masks.h says what it holds) in the workspace, read beside the data
-// vectors. The ids themselves (4 bytes a position, plus those of the x halo) held next to 16-byte
-// vectors made the kernel spill; a byte a position needs no halo of its own (it already says which
-// positions before it share its sequence) and a quarter of the registers. An iteration that lies
-// inside one sequence (most of them) is computed as without seq_idx, after one warp vote.
+// vectors; where rows may start inside a vector, also into copies shifted for each phase, so that
+// a vector's masks are one aligned load (the clean iteration 273 -> 258 SASS instructions, bf16
+// width 4 SiLU; H200, bf16 (8, 4096, 4096), two builds alternated: 8 sequences a row 244.1 ->
+// 242.0 us, 8 unaligned 237.1 -> 233.9, one a row 224.4 -> 222.0, fp32 unchanged;
+// benchmarks/NOTES.md, thirty-fifth session). The ids themselves (4 bytes a position, plus those of
+// the x halo) held next to 16-byte vectors made the kernel spill; a byte a position needs no halo
+// of its own (it already says which positions before it share its sequence) and a quarter of the
+// registers. An iteration that lies inside one sequence (most of them) is computed as without
+// seq_idx, after one warp vote.
 //
 // The hot loop has no edge code: the iterations whose vectors are all whole (for every lane, so the
 // choice is warp-uniform around the shuffles) run with the ring and plain vector accesses; the few
@@ -175,8 +180,9 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   auto mask_past_row = [&](int64_t q) -> uint32_t { return q >= L ? (1u << kHalo) - 1 : mask_at(q); };
 
   const int m = misalignment<T, kV>(x);
-  // Where a vector's masks start in the kV-aligned pair of mask vectors the fast range loads (the
-  // masks of a batch row start aligned; its data rows may not).
+  // The fast range's vectors start mo bytes into a kV-aligned mask vector (a batch row's masks start
+  // aligned; its data rows may not): for mo > 0 their masks come from copy mo, shifted by kV - mo
+  // (seq_masks.h), one aligned load a vector.
   const int mo = (kV - m) % kV;
   const int64_t row_vecs = (L + m + kV - 1) / kV;
   const int64_t vec0 = int64_t(strip) * g.iters * kWarpSize;           // the strip's first vector
@@ -253,23 +259,22 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
     Packed<T, kV> x, g;
     T hx[kBefore ? 1 : kHalo];
     std::conditional_t<kBefore, Packed<T, kV>, Nothing> before;
-    uint32_t mk[2][kMWords];  // the fast range: 2 kV bytes from q0 - mo; the edge paths: kV from q0
+    uint32_t mk[kMWords];  // the kV mask bytes from q0
   };
-  // The masks of the vector at q0: on the fast range (vector path) the two aligned mask vectors
-  // holding them, so that the load needs no alignment of the data row (process extracts them);
-  // else element by element.
+  // The masks of the vector at q0: on the fast range (vector path) one aligned load from the
+  // row's copy for its phase, addressed from the row's own pointer (a pointer of its own for the
+  // copy was spilled, two local loads an iteration); else element by element.
   auto load_masks = [&](Slot& s, int64_t q0, auto fast) {
     auto bytewise = [&] {
-      static_for<kMWords>([&](auto j) { s.mk[0][j] = 0; });
-      static_for<kV>([&](auto e) { s.mk[0][e / 4] |= mask_at(q0 + e) << (8 * (e % 4)); });
+      static_for<kMWords>([&](auto j) { s.mk[j] = 0; });
+      static_for<kV>([&](auto e) { s.mk[e / 4] |= mask_at(q0 + e) << (8 * (e % 4)); });
     };
     if constexpr (!kSeqIdx) {
       return;
     } else if constexpr (kV < 4) {
       bytewise();
     } else if constexpr (decltype(fast)::value) {
-      load_run<kV>(masks + q0 - mo, s.mk[0]);
-      load_run<kV>(masks + q0 - mo + kV, s.mk[1]);
+      load_run<kV>(masks + (q0 + (mo == 0 ? 0 : int64_t(mo) * p.f.batch * g.ws.mask_row + kV - mo)), s.mk);
     } else {
       bytewise();
     }
@@ -550,13 +555,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
     if constexpr (!kSeqIdx) {
       compute(edge, BoolC<false>{}, it, cur, mw);
     } else {
-      if constexpr (kV < 4) {
-        mw[0] = cur.mk[0][0];
-      } else if constexpr (kEdge) {
-        static_for<kMWords>([&](auto j) { mw[j] = cur.mk[0][j]; });
-      } else {
-        straddled_masks<kV>(cur.mk[0], cur.mk[1], mo, mw);
-      }
+      static_for<kMWords>([&](auto j) { mw[j] = cur.mk[j]; });
       if constexpr (!kEdge) {
         // A clean mask: every tap bit set, not padding.
         constexpr uint32_t kTest = kSeqPadBit | ((1u << kHalo) - 1), kWant = (1u << kHalo) - 1;
@@ -801,7 +800,9 @@ BwdCfGrid bwd_cf_grid(const BwdParams& p, const DeviceDesc& dev) {
   g.iters = static_cast<int32_t>((iters_needed + strips_per_row - 1) / strips_per_row);
   g.blocks = (total + warps_per_block - 1) / warps_per_block;
   g.slots = f.batch * strips_per_row;
-  g.ws = bwd_workspace_layout(p, g.slots);
+  // The masks' shifted copies (seq_masks.h) where rows may start inside a vector: the fast range's
+  // mask vectors are then one aligned load each.
+  g.ws = bwd_workspace_layout(p, g.slots, g.kv >= 4 && !g.aligned ? g.kv : 1);
   return g;
 }
 

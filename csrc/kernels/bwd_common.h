@@ -72,24 +72,28 @@ __device__ __forceinline__ void emit_partial(const BwdParams& p, int64_t slot, i
 struct BwdWorkspace {
   int64_t mask_offset;  // floats before the seq_idx masks (the partials, rounded up)
   int64_t mask_row;     // mask bytes per batch row (seq_mask_row; 0 without seq_idx)
+  int mask_phases;      // copies of the masks (seq_masks.h: 1, or a vector's elements)
   int64_t elems;        // workspace floats
 };
-inline BwdWorkspace bwd_workspace_layout(const BwdParams& p, int64_t slots) {
+inline BwdWorkspace bwd_workspace_layout(const BwdParams& p, int64_t slots, int mask_phases = 1) {
   const FwdParams& f = p.f;
   const int64_t partials = p.deterministic ? slots * f.dim * (f.width + 1) : 0;
   BwdWorkspace ws;
   ws.mask_offset = (partials + 3) / 4 * 4;
   ws.mask_row = f.seq_idx != nullptr ? seq_mask_row(f.seqlen) : 0;
-  ws.elems = f.seq_idx != nullptr ? ws.mask_offset + f.batch * ws.mask_row / 4 : partials;
+  ws.mask_phases = mask_phases;
+  ws.elems = f.seq_idx != nullptr ? ws.mask_offset + mask_phases * f.batch * ws.mask_row / 4 : partials;
   return ws;
 }
-// The mask bytes of batch row b.
+// The mask bytes of batch row b (copy 0; copy ph, where written, lies ph * batch * mask_row bytes
+// further: seq_masks.h).
 __device__ __forceinline__ const uint8_t* seq_masks_of(const BwdParams& p, const BwdWorkspace& ws, uint32_t b) {
   return reinterpret_cast<const uint8_t*>(p.workspace + ws.mask_offset) + int64_t(b) * ws.mask_row;
 }
 // Writes the masks of every batch row of p.f.seq_idx into the workspace; nothing without seq_idx.
 inline int launch_bwd_seq_masks(const BwdParams& p, const BwdWorkspace& ws, const DeviceDesc& dev, Stream stream) {
-  return launch_seq_masks(p.f, reinterpret_cast<uint8_t*>(p.workspace + ws.mask_offset), ws.mask_row, dev, stream);
+  return launch_seq_masks(p.f, reinterpret_cast<uint8_t*>(p.workspace + ws.mask_offset), ws.mask_row, dev, stream,
+                          ws.mask_phases);
 }
 
 // Launch geometry of the channel-first backward (bwd_cf_grid): the launcher and the workspace size

@@ -21,10 +21,16 @@ constexpr int kSeqReachShift = kMaxWidth - 1;
 constexpr uint32_t kSeqPadBit = 0x80u;
 static_assert(kSeqReachShift + kMaxWidth - 1 < 7, "the same-sequence bits must stay below the padding bit");
 
-// Mask bytes per batch row: seqlen with room for a channel-first kernel's last pair of aligned
-// mask vectors (up to 8 bytes past seqlen when the data rows are misaligned), in whole 16-byte
-// lines (0 past seqlen).
+// Mask bytes per batch row: seqlen with room for a channel-first kernel's last aligned mask vector
+// (up to 8 bytes past seqlen in a shifted copy, below), in whole 16-byte lines (0 past seqlen).
 inline int64_t seq_mask_row(int64_t seqlen) { return (seqlen + 8 + 15) / 16 * 16; }
+
+// Shifted copies: with `phases` = kV > 1 the masks of every batch row are written kV times, copy
+// ph (0 < ph < kV) shifted kV - ph bytes later (byte t of it is the mask of position t - kV + ph;
+// 0 before the row). A channel-first kernel whose vectors start at positions q = ph modulo kV (its
+// data row starts kV - ph elements into an aligned vector) then finds a vector's kV masks in one
+// aligned load, at byte q + kV - ph of copy ph, instead of two loads and a realignment. Copy ph of
+// batch row b is at (ph * batch + b) * mask_row; copy 0 is the plain row.
 
 // The kV mask bytes of a vector whose first position lies mo bytes into the kV-aligned mask vector
 // lo (hi: the one after it, read only when mo != 0): a misaligned data row's vectors straddle two.
@@ -42,7 +48,9 @@ __device__ __forceinline__ void straddled_masks(const uint32_t (&lo)[kV / 4], co
 }
 
 // Writes the masks of every batch row of f.seq_idx: row b at masks + b * mask_row (mask_row from
-// seq_mask_row, masks 16-byte aligned); nothing without seq_idx.
-int launch_seq_masks(const FwdParams& f, uint8_t* masks, int64_t mask_row, const DeviceDesc& dev, Stream stream);
+// seq_mask_row, masks 16-byte aligned), and with phases > 1 its shifted copies (above); nothing
+// without seq_idx.
+int launch_seq_masks(const FwdParams& f, uint8_t* masks, int64_t mask_row, const DeviceDesc& dev, Stream stream,
+                     int phases = 1);
 
 }  // namespace causal_conv1d::gpu

@@ -6,18 +6,23 @@ namespace causal_conv1d::gpu {
 
 namespace {
 
-// masks[b * mask_row + q] for q < mask_row (0 past L): one thread writes 4 positions (one word).
+// masks[(ph * batch + b) * mask_row + t] for t < mask_row: the mask of position q = t - shift
+// (shift 0 for copy 0, phases - ph for copy ph; 0 outside [0, L)). One thread writes 4 bytes (one
+// word); i runs over the words of every copy.
 __global__ void __launch_bounds__(seq_mask_tuning(kTargetFamily).threads)
     seq_mask_kernel(const int32_t* seq, int64_t seq_batch_stride, int64_t seq_l_stride, int64_t L, int64_t mask_row,
-                    uint32_t* masks, int64_t words) {
+                    int64_t batch, int phases, uint32_t* masks, int64_t words) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= words) return;
-  const int64_t b = i / (mask_row / 4), q0 = (i - b * (mask_row / 4)) * 4;
+  const int64_t row_words = mask_row / 4, copy = i / row_words;  // copy = ph * batch + b
+  const int64_t ph = copy / batch, b = copy - ph * batch;
+  const int64_t q0 = (i - copy * row_words) * 4 - (ph == 0 ? 0 : phases - ph);
   const int32_t* row = seq + b * seq_batch_stride;
   auto id_at = [&](int64_t q) { return row[q * seq_l_stride]; };
   uint32_t w = 0;
   for (int e = 0; e < 4; ++e) {
     const int64_t q = q0 + e;
+    if (q < 0) continue;
     if (q >= L) break;
     const int32_t id = id_at(q);
     uint32_t m = id < 0 ? kSeqPadBit : 0u;
@@ -32,13 +37,14 @@ __global__ void __launch_bounds__(seq_mask_tuning(kTargetFamily).threads)
 
 }  // namespace
 
-int launch_seq_masks(const FwdParams& f, uint8_t* masks, int64_t mask_row, const DeviceDesc& dev, Stream stream) {
+int launch_seq_masks(const FwdParams& f, uint8_t* masks, int64_t mask_row, const DeviceDesc& dev, Stream stream,
+                     int phases) {
   if (f.seq_idx == nullptr) return kSuccess;
   const int threads = seq_mask_tuning(dev.family).threads;
-  const int64_t words = f.batch * mask_row / 4;
+  const int64_t words = phases * f.batch * mask_row / 4;
   seq_mask_kernel<<<static_cast<unsigned>((words + threads - 1) / threads), threads, 0, stream>>>(
-      f.seq_idx, f.seq_idx_batch_stride, f.seq_idx_l_stride, f.seqlen, mask_row, reinterpret_cast<uint32_t*>(masks),
-      words);
+      f.seq_idx, f.seq_idx_batch_stride, f.seq_idx_l_stride, f.seqlen, mask_row, f.batch, phases,
+      reinterpret_cast<uint32_t*>(masks), words);
   return launch_status();
 }
 

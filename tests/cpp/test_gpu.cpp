@@ -210,8 +210,9 @@ std::vector<BwdGpuParam> gpu_bwd_cases() {
   // iterations on NVIDIA, 12 for fp32, 32 on AMD: 6144 bf16 / 1536 fp32 / 8192 bf16 elements) so
   // that strips end mid-row and recompute the dy past their end, with states (dinitial_states and dfinal_states from
   // the states pass) and with seq_idx at widths 2-4 (ids of lengths 1, 2, 3, ... and padding every 11th position cross
-  // every lane, iteration and strip edge; rows of odd lengths start misaligned, so the masks' pairs of vectors are
-  // taken apart at every offset), in both modes.
+  // every lane, iteration and strip edge; rows of odd lengths start misaligned, so the masks' shifted copies are
+  // read at every phase: between them the rows of L = 255, 257, 4095 and 4097 start at every element of a
+  // vector), in both modes.
   for (int64_t L : {1, 2, 3, 5, 7, 9, 255, 257, 4095, 4097, 5000, 9000, 17000})
     for (DType t : {DType::kBFloat16, DType::kFloat32}) {
       const int64_t dim = L > 4096 ? 2 : 3;
