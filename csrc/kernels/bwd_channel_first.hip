@@ -197,6 +197,19 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   const int32_t room = room64 > INT_MAX ? INT_MAX : int32_t(room64);
   auto inside = [&](int it) { return it > 0 || (it == 0 && qbase >= 0); };
   auto whole = [&](int it) { return inside(it) && it * kStep + kV <= room; };
+  // This lane's vectors of iteration 0: on NVIDIA the fast range of the kernels without seq_idx
+  // addresses iteration it as these + it * kStep (sm_90, bf16 width 4 SiLU: its loop 235 -> 231 SASS
+  // instructions, ptxas no longer rebuilding each address from the row's offset; H200, two builds
+  // alternated: bf16 (1, 8192, 16384) / (4, 5376, 8192) / (8, 4096, 4096) 208.0-208.4 / 266.9-267.3
+  // / 207.1-208.9 -> 206.4-206.7 / 265.2-266.0 / 205.3-206.8 us, fp16 (4, 5376, 8192) 267.1-267.7
+  // -> 264.9-265.5, fp32 unchanged; the seq_idx kernels, so addressed, spilled into their loop).
+  // AMD addresses a vector from the row's scalar base and a 32-bit offset already, and the pointers'
+  // registers made gfx942's 16-bit width-4 kernels spill at their 5 waves/SIMD.
+  constexpr bool kNvidia = kTargetFamily == ArchFamily::kNvidia;
+  constexpr bool kLaneAddr = kNvidia && !kSeqIdx;
+  const T* x_lane = x + qbase;
+  const T* dout_lane = dout + qbase;
+  T* dx_lane = dx + qbase;
 
   // The fast range [lo_fast, hi_fast]: the iterations where every lane's vector is whole, its dx
   // one store and lane 0's halo inside the row or zeros before it (bounds from lane 0's start and
@@ -311,19 +324,22 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   // pf: also ask L2 for the lines of iteration it - l2_ahead (addressed from this iteration's).
   auto load_fast = [&](int it, Slot& s, bool pf) CC_INLINE_LAMBDA {
     const int64_t q0 = qbase + int64_t(it) * kStep;
+    const T* xq = kLaneAddr ? x_lane + it * kStep : x + q0;
+    const T* gq = kLaneAddr ? dout_lane + it * kStep : dout + q0;
     if constexpr (kL2Ahead > 0) {
       if (pf) {
-        prefetch_l2(x + q0 - kL2Ahead * kStep);
-        prefetch_l2(dout + q0 - kL2Ahead * kStep);
+        prefetch_l2(xq - kL2Ahead * kStep);
+        prefetch_l2(gq - kL2Ahead * kStep);
       }
     }
-    s.x = load_packed<T, kV>(x + q0);
-    s.g = load_packed<T, kV>(dout + q0);
+    s.x = load_packed<T, kV>(xq);
+    s.g = load_packed<T, kV>(gq);
     if constexpr (kBefore) {
       // (Lane 0's vector is the row's first, at 0, or at least kV on: the fast range's vectors
       // are whole.)
       static_for<Packed<T, kV>::kWords>([&](auto j) { s.before.w[j] = 0; });
-      if (lane == 0 && q0 > 0) s.before = load_packed<T, kV>(x + q0 - kV);
+      // (The test on it and qbase, not q0 > 0: 2 instructions fewer on sm_90, 2 VGPRs more on AMD.)
+      if (lane == 0 && (kNvidia ? it != 0 || qbase != 0 : q0 > 0)) s.before = load_packed<T, kV>(xq - kV);
     } else {
       static_for<kHalo>([&](auto i) { s.hx[i] = T{}; });
       if (lane < kDMax) {
@@ -535,7 +551,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
     const int64_t q0 = qbase + int64_t(it) * kStep;
     if constexpr (!kEdge) {
       if constexpr (kV > 1) {
-        store_packed<output_hint(kTune.nt_store)>(dx + q0, res.out);
+        store_packed<output_hint(kTune.nt_store)>(kLaneAddr ? dx_lane + it * kStep : dx + q0, res.out);
       } else {
         dx[q0] = packed_raw<T, 0>(res.out);
       }
