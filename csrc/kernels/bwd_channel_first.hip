@@ -261,8 +261,9 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   // bf16 (8, 4096, 4096), the two builds alternated in one run, 8 sequences a row 267.6-267.9 ->
   // 259.4-259.9 us, 8 unaligned 253.1-253.8 -> 244.8-245.3, one a row 223.7-224.5 -> 221.2-221.9;
   // fp32 and no seq_idx unchanged (benchmarks/NOTES.md, thirty-third session).
-  // The backward is issue-bound on NVIDIA (~235 instructions a warp iteration at 32 resident warps
-  // an SM keep ~3.5 of 4 issue slots busy at 90% of copy bandwidth): with the word shuffles
+  // On NVIDIA the backward is bound by issue and latency together (ncu, H200, (4, 5376, 8192): about
+  // 2.6 of an SM's 4 issue slots a cycle busy at 32 resident warps and 92% of copy bandwidth;
+  // instructions removed give back about half their share of the time): with the word shuffles
   // below, dsilu_times and the prefetch addressed from the load (load_fast), the bf16 width-4
   // loop went from 261 to 235 SASS instructions; H200 in a CUDA graph, bf16 (1, 8192, 16384) /
   // (4, 5376, 8192) / (8, 4096, 4096) 211.2 / 272.9 / 208.0 -> 206.5 / 267.5 / 205.4 us, fp16
