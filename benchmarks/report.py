@@ -7,8 +7,9 @@ update.
     python benchmarks/report.py benchmarks/results/h200.json
     python benchmarks/report.py benchmarks/results/cpu-2threads.json
 
---update-docs rewrites the figures of the GPU tables in README.md and docs/performance.md from a
-GPU run (the rows those tables list stay as written: their first columns name the JSON rows);
+--update-docs rewrites the figures of the GPU tables in README.md and docs/performance.md, and the
+copy bandwidth each quotes, from a GPU run (the rows those tables list stay as written: their first
+columns name the JSON rows);
 --check-docs only says whether they match it (exit 1 and the differing rows if not; the tests run
 it on the committed results).
 
@@ -103,11 +104,14 @@ def main(path):
     print()
 
 
-# The GPU tables of the docs: (file, header). Without a dtype column a row is bf16.
+# The GPU tables of the docs: (file, header, the sentence giving the copy bandwidth their "% copy"
+# cells are shares of: a pattern whose one group is the figure). Without a dtype column a row is bf16.
 DOC_TABLES = (
-    ("README.md", "| op | layout | shape (batch, dim, seqlen) | ours us | % copy | upstream us | % copy | x |"),
+    ("README.md", "| op | layout | shape (batch, dim, seqlen) | ours us | % copy | upstream us | % copy | x |",
+     r"device copy's \((\d+) GB/s\)"),
     ("docs/performance.md",
-     "| op | layout | dtype | shape (batch, dim, seqlen) | ours us | % copy | upstream us | % copy | x |"),
+     "| op | layout | dtype | shape (batch, dim, seqlen) | ours us | % copy | upstream us | % copy | x |",
+     r"copy\s+(\d+) GB/s \(bytes read \+ written\)"),
 )
 FALLBACK_LABEL = "`F.conv1d(groups=dim)` + SiLU (the fallback)"
 # A row's label: (op, variant) in the JSON.
@@ -153,8 +157,9 @@ def doc_tables(data, root):
     """{path: (old text, new text)} of each doc whose GPU table the run rewrites."""
     by = {(r["impl"], r["op"], r["layout"], r["dtype"], tuple(r["shape"]), r["variant"]): r
           for r in data["rows"] if r["width"] == 4}
+    copy = f"{data['info']['ours']['copy_GBps']:.0f}"
     out = {}
-    for rel, header in DOC_TABLES:
+    for rel, header, copy_pattern in DOC_TABLES:
         path = os.path.join(root, rel)
         text = open(path, encoding="utf-8").read()
         start = text.find(header + "\n")
@@ -170,7 +175,13 @@ def doc_tables(data, root):
             label, layout = c[0], c[1]
             dtype, shape = (c[2], c[3]) if with_dtype else ("bf16", c[2])
             new.append(doc_row(label, layout, dtype, shape, by, with_dtype))
-        out[rel] = (text, text[:start] + "\n".join(new) + text[end:])
+        rewritten = text[:start] + "\n".join(new) + text[end:]
+        found = list(re.finditer(copy_pattern, rewritten))
+        if len(found) != 1:
+            raise KeyError(f"{rel}: {len(found)} copy-bandwidth figures match {copy_pattern!r}, not 1")
+        g = found[0]
+        rewritten = rewritten[:g.start(1)] + copy + rewritten[g.end(1):]
+        out[rel] = (text, rewritten)
     return out
 
 

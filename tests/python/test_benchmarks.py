@@ -3,6 +3,7 @@ shapes (its GPU rows time the same calls), and benchmarks/bench.py's CPU mode.""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -80,6 +81,14 @@ def test_doc_tables_check_and_update(tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     with open(os.path.join(ROOT, "docs", "performance.md"), encoding="utf-8") as f:
         assert perf.read_text(encoding="utf-8") == f.read()
+    # The copy bandwidth the "% copy" cells are shares of is the run's too.
+    readme = tmp_path / "README.md"
+    committed = readme.read_text(encoding="utf-8")
+    readme.write_text(re.sub(r"device copy's \((\d+) GB/s\)", "device copy's (1 GB/s)", committed), encoding="utf-8")
+    res = _report(results, "--check-docs", "--root", str(tmp_path))
+    assert res.returncode == 1 and "1 GB/s" in res.stdout, res.stdout + res.stderr
+    res = _report(results, "--update-docs", "--root", str(tmp_path))
+    assert res.returncode == 0 and readme.read_text(encoding="utf-8") == committed, res.stdout + res.stderr
     # A table row the run has no row for is an error, not a silently kept line.
     perf.write_text(text.replace(row, row.replace("(8, 4096, 4096)", "(8, 4096, 4095)")), encoding="utf-8")
     res = _report(results, "--check-docs", "--root", str(tmp_path))
