@@ -46,8 +46,18 @@
 // benchmarks/NOTES.md, thirty-fifth session). The ids themselves (4 bytes a position, plus those of
 // the x halo) held next to 16-byte vectors made the kernel spill; a byte a position needs no halo
 // of its own (it already says which positions before it share its sequence) and a quarter of the
-// registers. An iteration that lies inside one sequence (most of them) is computed as without
-// seq_idx, after one warp vote.
+// registers. An iteration whose vectors each lie inside one sequence (most of them, with
+// sequences of more than a few vectors: also those where a sequence starts on a vector's first
+// position) is computed as without seq_idx except that the x and dy halo elements from another
+// sequence are zeros, after one warp vote; the others with every tap masked. (Before, only
+// iterations inside one sequence were spared the masks, so a sequence start cost two masked
+// iterations, the one holding it and the one whose last lane's dy halo crosses it: at 8
+// sequences a row of 4096, 14 of a row's 16. H200, bf16 (8, 4096, 4096), two builds alternated:
+// 8 sequences a row 240.6-241.9 -> 221.5-222.0 us against 206.5-207.6 without seq_idx, 64 a row
+// 245.1-245.6 -> 221.6-222.0, one a row 221.8-222.6 -> 221.6-222.2, a sequence every 61 positions
+// (starts mid-vector) 245.0-247.4 -> 248.0-248.8, fp16 (4, 5376, 8192) 8 a row 298-313 ->
+// 282-291, deterministic 8 a row 244.9-246.8 -> 225.7-225.8; benchmarks/NOTES.md, thirty-sixth
+// session.)
 //
 // The hot loop has no edge code: the iterations whose vectors are all whole (for every lane, so the
 // choice is warp-uniform around the shuffles) run with the ring and plain vector accesses; the few
@@ -121,16 +131,6 @@ __device__ __forceinline__ float dy_at(const float (&w)[kWidth], float bias, flo
   return kSilu ? dsilu_times(y, gq) : gq;
 }
 
-// seq_idx: the tap bits of a row's first kV positions (mask word 0: byte e, bit j) whose taps reach
-// before the row (j >= e), where the walk's inputs are zeros either way.
-template <int kV, int kHalo>
-__host__ __device__ constexpr uint32_t row_start_tap_bits() {
-  static_assert(kHalo < 4 && kHalo <= 4 * ((kV + 3) / 4), "a row's first kHalo positions in mask word 0");
-  uint32_t bits = 0;
-  for (int e = 0; e < kHalo && e < kV; ++e) bits |= (((1u << kHalo) - 1) & ~((1u << e) - 1)) << (8 * e);
-  return bits;
-}
-
 template <typename T, int kWidth, int kV, bool kSilu, bool kSeqIdx>
 __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily), kSeqIdx))
     bwd_channel_first_kernel(BwdParams p, BwdCfGrid g) {
@@ -171,13 +171,9 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   // (The states are the second pass's: here the inputs before the row are zeros.)
   auto input = [&](int64_t q) { return row_input<T, kHalo>(x, L, nullptr, 0, q); };
   auto mask_at = [&](int64_t q) -> uint32_t { return q >= 0 && q < L ? masks[q] : 0u; };
-  // The row's edges cost no masked iterations: past the row the dy halo is zeros, and before it the
-  // inputs are (the states pass adds initial states), so there the masked path computes what the
-  // unmasked one does. The carried masks of positions past the row take every tap bit (the
-  // iteration at a row's end then tests clean when its sequence runs to the end), and the first
-  // vector of an aligned row (qbase 0: lane 0 of strip 0) the tap bits that reach before the row,
-  // in its first iteration's clean test only.
-  auto mask_past_row = [&](int64_t q) -> uint32_t { return q >= L ? (1u << kHalo) - 1 : mask_at(q); };
+  // The row's edges cost no masked iterations: before the row the inputs are zeros (the states pass
+  // adds initial states) and past it the dy halo is, so the halo bits the masks clear there (no
+  // position outside the row is in a sequence) zero what is zero anyway.
 
   const int m = misalignment<T, kV>(x);
   // The fast range's vectors start mo bytes into a kV-aligned mask vector (a batch row's masks start
@@ -190,7 +186,6 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   const int n_it = left <= 0 ? 0 : left < g.iters ? int(left) : g.iters;
   const int it_hi = n_it - 1;
   const int64_t qbase = (vec0 + lane) * kV - m;  // this lane's first position
-  const uint32_t start_bits = kSeqIdx && qbase == 0 ? row_start_tap_bits<kV, kHalo>() : 0u;  // (mask_past_row)
   // Room left in the row after qbase, saturated to 32 bits (a strip spans a few thousand
   // elements): the vector of iteration `it` is whole when it lies inside [0, L).
   const int64_t room64 = L - qbase;
@@ -363,7 +358,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
     constexpr int kD = decltype(i)::value / kV + 1;
     carry[i] = 0.0f;
     const int64_t q = qbase + int64_t(it_hi) * kStep + kV + i;
-    if constexpr (kSeqIdx) carry_mk[kMHalo == 1 ? 0 : i] |= mask_past_row(q) << (kMHalo == 1 ? 8 * i : 0);
+    if constexpr (kSeqIdx) carry_mk[kMHalo == 1 ? 0 : i] |= mask_at(q) << (kMHalo == 1 ? 8 * i : 0);
     if (lane + kD >= kWarpSize && q >= 0 && q < L) {
       const uint32_t mq = kSeqIdx ? mask_at(q) : 0u;
       float xs[kWidth];
@@ -382,12 +377,18 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   // kEdge: the iteration's dx may not be one whole store (store_dx_edge takes floats); a separate
   // instantiation, so the fast path holds only the packed result. The choice is warp-uniform
   // (the shuffles inside need every lane).
-  // kMasked: seq_idx masks applied (a kSeqIdx kernel's iterations that cross no sequence boundary
-  // and hold no padding token skip them); mw: the masks of the own positions.
+  // kMasked: seq_idx masks applied to every tap (a kSeqIdx kernel's iterations whose vectors each
+  // lie inside one sequence take kHaloMasked instead, below); mw: the masks of the own positions.
   // (mw is taken as `const auto&`: spelled as an array reference, it crashes nvcc 13's front end.)
-  auto compute = [&](auto edge, auto masked, int it, const Slot& cur, const auto& mw) CC_INLINE_LAMBDA {
+  // kHaloMasked (seq_idx, unmasked otherwise): every lane's vector lies inside one sequence and holds
+  // no padding token, so only its halos can cross a sequence start: the x halo elements not in the
+  // vector's sequence (hm bit kHalo - 1 - i clear for element i, position q0 - kHalo + i) and the
+  // dy halo elements not in it (bit 8 + i clear for q0 + kV + i) are taken as zeros.
+  auto compute = [&](auto edge, auto masked, auto halo, int it, const Slot& cur, const auto& mw,
+                     uint32_t hm) CC_INLINE_LAMBDA {
     constexpr bool kEdge = decltype(edge)::value;
     constexpr bool kMasked = decltype(masked)::value;
+    constexpr bool kHaloMasked = decltype(halo)::value;
     // The x halo (positions q0 - kHalo .. q0 - 1): from the lane kD back, or loaded (lanes < kD).
     // kBefore: the last kHalo elements of the previous lane's vector (lane 0: of the one it
     // loaded), each word holding some of them shuffled once.
@@ -412,6 +413,11 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
         constexpr int kSrc = kD * kV - kBack;
         const uint32_t got = shfl_up(cur.x.w[kSrc / kPer], kD, kWarpSize);
         hal[i] = lane < kD ? to_float(cur.hx[i]) : word_elem<T, kSrc % kPer>(got);
+      });
+    }
+    if constexpr (kHaloMasked) {
+      static_for<kHalo>([&](auto i) {
+        if (((hm >> (kHalo - 1 - decltype(i)::value)) & 1u) == 0u) hal[i] = 0.0f;
       });
     }
     float dy[kV], dya[kHalo];   // dy at the own positions and at the kHalo after them
@@ -532,6 +538,9 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
       const float got = shfl(dy[kSrc], src_lane, kWarpSize);
       dya[i] = wrap ? carry[i] : got;
       carry[i] = got;
+      if constexpr (kHaloMasked) {
+        if (((hm >> (8 + decltype(i)::value)) & 1u) == 0u) dya[i] = 0.0f;
+      }
       // Their masks: the next lane's first word (kV >= kHalo), or byte kSrc of the lane kD ahead.
       if constexpr (kSeqIdx && (kMHalo > 1 || decltype(i)::value == 0)) {
         constexpr int kM = kMHalo == 1 ? 0 : decltype(i)::value;
@@ -562,36 +571,40 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
       store_dx_edge<T, kV, kHalo>(dx, L, q0, ov);
     }
   };
-  // An iteration: its masks taken out of the slot, then computed; with seq_idx, without the masks
-  // when the whole warp's iteration lies inside one sequence (no padding token, every position's
-  // kHalo taps and dy halo in its sequence, the carried halo included): the common case, at the
-  // plain kernel's cost. The choice is warp-uniform (the shuffles need every lane).
+  // An iteration: its masks taken out of the slot, then computed; with seq_idx, with only the
+  // halos masked when every lane's vector lies inside one sequence and holds no padding token (the
+  // common case, a sequence start on a vector's first position included: at the bench's 8
+  // sequences of 512 a row, every iteration), else with every tap masked. The choice is
+  // warp-uniform (the shuffles need every lane).
   auto process = [&](auto edge, int it, const Slot& cur) CC_INLINE_LAMBDA {
     [[maybe_unused]] constexpr bool kEdge = decltype(edge)::value;
     uint32_t mw[kMWords] = {};
     if constexpr (!kSeqIdx) {
-      compute(edge, BoolC<false>{}, it, cur, mw);
+      compute(edge, BoolC<false>{}, BoolC<false>{}, it, cur, mw, 0u);
     } else {
       static_for<kMWords>([&](auto j) { mw[j] = cur.mk[j]; });
       if constexpr (!kEdge) {
-        // A clean mask: every tap bit set, not padding.
-        constexpr uint32_t kTest = kSeqPadBit | ((1u << kHalo) - 1), kWant = (1u << kHalo) - 1;
-        constexpr uint32_t kBytes = kV >= 4 ? 0x01010101u : 1u;
-        bool clean = true;
-        const uint32_t start = it == 0 ? start_bits : 0u;
-        static_for<kMWords>(
-            [&](auto j) { clean &= ((mw[j] | (j == 0 ? start : 0u)) & kTest * kBytes) == kWant * kBytes; });
-        static_for<kHalo>([&](auto i) {
-          constexpr int kD = decltype(i)::value / kV + 1;
-          const uint32_t carried = kMHalo == 1 ? carry_mk[0] >> (8 * i) : carry_mk[kMHalo == 1 ? 0 : i];
-          if (lane + kD >= kWarpSize) clean &= (carried & kTest) == kWant;
+        // One sequence: no padding bit, and bit 0 (the position before in its sequence) set at
+        // every position but the first. The halos' bits: the first position's taps before the
+        // vector, the last one's reach after it (seq_masks.h).
+        bool simple = true;
+        static_for<kMWords>([&](auto j) {
+          constexpr int kJ = decltype(j)::value;
+          constexpr int kNb = kV - 4 * kJ < 4 ? kV - 4 * kJ : 4;  // mask bytes in this word
+          constexpr uint32_t kAll = kNb == 4 ? 0xffffffffu : (1u << (8 * kNb)) - 1u;
+          constexpr uint32_t kLink = 0x01010101u & kAll & (kJ == 0 ? ~0xffu : ~0u);
+          constexpr uint32_t kTest = (kSeqPadBit * 0x01010101u & kAll) | kLink;
+          simple &= (mw[kJ] & kTest) == kLink;
         });
-        if (warp_all(clean)) {
-          compute(edge, BoolC<false>{}, it, cur, mw);
+        constexpr uint32_t kHaloBits = (1u << kHalo) - 1u;
+        constexpr int kLastShift = 8 * ((kV - 1) % 4) + kSeqReachShift;
+        const uint32_t hm = (mw[0] & kHaloBits) | ((mw[(kV - 1) / 4] >> kLastShift) & kHaloBits) << 8;
+        if (warp_all(simple)) {
+          compute(edge, BoolC<false>{}, BoolC<true>{}, it, cur, mw, hm);
           return;
         }
       }
-      compute(edge, BoolC<true>{}, it, cur, mw);
+      compute(edge, BoolC<true>{}, BoolC<false>{}, it, cur, mw, 0u);
     }
   };
 

@@ -266,7 +266,7 @@ __host__ __device__ constexpr BwdCfTuning bwd_cf_tuning(ArchFamily f) {
     // resident warps mattered more than depth), so as many waves as the registers allow: 16
     // waves/SIMD (<= 96 VGPRs; the kernels need up to 73 with the strip's indices in scalar
     // registers, warp_uniform; 93 before) x 2 SIMDs x 32 lanes x 2 x 16 B = 32 KB. The seq_idx
-    // kernels need up to 84 (143 before; 115 while their masked taps were selects, not predicated
+    // kernels need up to 83 (143 before; 115 while their masked taps were selects, not predicated
     // FMAs; 90 before a vector's masks came from one aligned load of a shifted copy), so they run
     // at 16 too; their row's 12 (<= 120) is the floor the compile report
     // holds. Nontemporal dx stores keep x's halo lines (re-read by the next strip) in the Infinity
@@ -278,7 +278,7 @@ __host__ __device__ constexpr BwdCfTuning bwd_cf_tuning(ArchFamily f) {
     // gfx942 / gfx90a: 5 waves/SIMD (<= 96 VGPRs: the kernels need up to 90 with warp_uniform and
     // lane 0's whole vector before its own, 84 with its halo's elements; 6 waves, 80, would spill
     // the 16-bit width-4 ones): 5 x 4 SIMDs x 64 lanes x 2 x 16 B = 40 KB per CU, the ~30-40 KB
-    // needed. The seq_idx kernels (up to 107 VGPRs; 152 before warp_uniform) run 4.
+    // needed. The seq_idx kernels (up to 108 VGPRs; 152 before warp_uniform) run 4.
     case ArchFamily::kCdna: return {128, 5, 4, 32, 32, 1, 0, true, 128};
   }
   return {128, 8, 8, 24, 12, 0, 2, false, 128};
