@@ -239,6 +239,9 @@ __host__ __device__ constexpr BwdCfTuning bwd_cf_tuning(ArchFamily f) {
     // wait on L2, not DRAM, and 32 warps an SM hide that; without the registers of a ring slot
     // the 8th block fits. Same runs: prefetch 1 or 3 ahead -2 to -6 points, 4 or 5 ahead worse;
     // 9 blocks (56 registers, 12 bytes of spills) -2 to -4; a ring of 1 at 8 blocks (spills) -5.
+    // 9 blocks again on today's loop (56 registers, 28 bytes of spills outside it, 231 -> 235
+    // instructions), alternated with 8 in one run: 5-6% slower on every large shape, bf16, fp16
+    // and fp32 (benchmarks/NOTES.md, thirty-sixth session).
     // 24 iterations a strip: within 0.5% of 16 and 32 (a strip pays one weight load, one
     // prefetch run-up and one partial, and recomputes width - 1 dy past its end); 16 against 32
     // was +3.5 points with a ring, whose fill a strip also paid. The seq_idx kernels (16-byte
