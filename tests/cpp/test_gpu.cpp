@@ -231,11 +231,13 @@ std::vector<BwdGpuParam> gpu_bwd_cases() {
             {{t, DType::kFloat32, width, false, width != 2, width != 3, false, true, 2, L > 4096 ? 2 : 3, L, false},
              (L + width) % 2 == 0});
   // Channel-first seq_idx with long sequences, no periodic padding (batch row 0 ends in padding as in
-  // every case; row 1 runs to its end): warp iterations at a row's edges test clean when their
-  // sequence runs into the edge (the walk's inputs before a row and dy after it are zeros either
-  // way), and stay masked when a sequence starts 1 or 2 positions into the row or 1 or 2 before its
-  // end. Sequences of 1024 positions (width 4) start at whole warp iterations (bf16 256, fp32 128
-  // elements), so both neighbours of such a start mask; rows of one sequence (width 2) mask
+  // every case; row 1 runs to its end): warp iterations at a row's edges take the unmasked
+  // computation when their sequence runs into the edge (the walk's inputs before a row and dy after
+  // it are zeros either way), and the masked one when a sequence starts 1 or 2 positions into the
+  // row or 1 or 2 before its end. Sequences of 1024 positions (width 4) start at whole warp
+  // iterations (bf16 256, fp32 128 elements): both neighbours of such a start take the unmasked
+  // computation with their halos masked (the x halo of the lane holding the start, the dy halo of
+  // the last lane before it, carried across the iterations); rows of one sequence (width 2) mask
   // nothing; rows are of several strips (NVIDIA: bf16 1 and 2, fp32 3 and 6).
   for (int64_t L : {4096, 8448})
     for (DType t : {DType::kBFloat16, DType::kFloat32})
