@@ -35,7 +35,10 @@
 // starts while the walk's last blocks run (launch_overlapping, programmatic dependent launch): its
 // loads and SiLU evaluations overlap them and only its stores wait for the walk (H200, bf16 (8, 4096,
 // 4096) in a CUDA graph, one process: 219.4 -> 216.0 us against 207.0 without states; (4, 5376,
-// 8192) 277.0 -> 274.4 against 268.1).
+// 8192) 277.0 -> 274.4 against 268.1). Where rows allow, it stores whole 32-byte runs of dx at
+// a row's ends rather than its W - 1 elements (same GPU, eager, one process, two builds
+// alternated: 217.7-218.3 -> 214.5-215.0 us against 206.6-207.1; benchmarks/NOTES.md,
+// thirty-seventh session).
 //
 // seq_idx: a kernel before the walk (launch_seq_masks) turns each batch row's ids into one
 // byte a position (seq_masks.h says what it holds) in the workspace, read beside the data
@@ -82,10 +85,11 @@ namespace {
 __host__ __device__ constexpr int bwd_cf_vec(int esize) { return 16 / esize; }
 
 // The states pass's vector loads (bwd_cf_states_kernel): vectors covering a row's first (and
-// last) 2 (width - 1) positions.
+// last) 2 (width - 1) positions, or run + width - 1 where it stores runs of run elements.
 template <int kWidth>
-__host__ __device__ constexpr int states_vectors(int esize) {
-  return (2 * (kWidth - 1) + bwd_cf_vec(esize) - 1) / bwd_cf_vec(esize);
+__host__ __device__ constexpr int states_vectors(int esize, int run = 0) {
+  const int span = run > 0 ? run + kWidth - 1 : 2 * (kWidth - 1);
+  return (span + bwd_cf_vec(esize) - 1) / bwd_cf_vec(esize);
 }
 
 // The states pass's head part (see bwd_cf_states_kernel) has work when there are initial states
@@ -659,6 +663,10 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
 //    deterministic mode, so still the same bits every run);
 //  - the tail part recomputes dy at L - H .. L - 1 and stores the dx of max(H, L - H) .. L - 1
 //    plus dfinal_states.
+// kRun (with kVec, where the rows allow it: bwd_cf_tuning's states_run): each part stores a whole
+// run of states_run bytes of dx instead, positions 0 .. R - 1 or L - R .. L - 1, recomputing the
+// dy the run's other positions need (the walk's values, which they overwrite); a few-element store
+// into a sector that has left the L2 cost several times the run's (tuning.h).
 // A thread takes one part of one row (grid y: the parts a call needs; neighbouring threads take
 // neighbouring channels, so the states' loads and stores coalesce when they are channel-contiguous):
 // the pass is a latency chain at a fifth of a wave (a thread's loads, then ~20 SiLU evaluations,
@@ -667,10 +675,12 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
 // (rows of 16-byte vectors from an aligned start, L a multiple of the vector and at least the
 // vectors a part needs): the head or tail of x and dout in whole vectors, 2 loads for 16-bit types
 // instead of up to 15 scalar ones, each of which a warp spreads over 32 rows.
-template <typename T, int kWidth, bool kSilu, bool kVec>
+template <typename T, int kWidth, bool kSilu, bool kVec, bool kRun>
 __global__ void __launch_bounds__(bwd_cf_tuning(kTargetFamily).states_threads)
     bwd_cf_states_kernel(BwdParams p, BwdCfGrid g) {
   constexpr int kH = kWidth - 1;
+  static_assert(kVec || !kRun, "runs are stored from vector loads");
+  constexpr BwdCfTuning kTune = bwd_cf_tuning(kTargetFamily);
   const FwdParams& f = p.f;
   // (batch * dim < 2^31: launch_bwd_channel_first refuses larger grids.)
   const uint32_t row = blockIdx.x * blockDim.x + threadIdx.x;
@@ -708,8 +718,19 @@ __global__ void __launch_bounds__(bwd_cf_tuning(kTargetFamily).states_threads)
     return q >= L - kH ? v + fin[q - (L - kH)] : v;
   };
   constexpr int kV = bwd_cf_vec(int(sizeof(T)));
-  constexpr int kN = states_vectors<kWidth>(int(sizeof(T)));  // vectors covering 2H positions
-  constexpr int kE = kN * kV;                                 // elements they hold
+  constexpr int kR = kRun ? kTune.states_run / int(sizeof(T)) : 0;  // dx elements of a run
+  static_assert(kR % kV == 0 && kR >= 0, "a run is whole vectors");
+  constexpr int kN = states_vectors<kWidth>(int(sizeof(T)), kR);  // vectors covering kD + H positions
+  constexpr int kE = kN * kV;                                     // elements they hold
+  constexpr int kD = kRun ? kR : kH;                              // the tail's dy positions, and the head's past its H
+  // Stores dx at positions q0 .. q0 + kR - 1 as whole vectors.
+  auto store_run = [&](int64_t q0, auto dx_of) {
+    static_for<kR / kV>([&](auto j) {
+      PackedBuilder<T, kV> v;
+      static_for<kV>([&](auto e) { v.template set<decltype(e)::value>(dx_of(q0 + j * kV + e)); });
+      store_packed<output_hint(kTune.nt_store)>(dx + q0 + j * kV, v.out);
+    });
+  };
   // Element i of kN vectors (a generic lambda: an array-reference parameter crashes nvcc 13).
   auto at = [&](const auto& v, auto i) {
     constexpr int kI = decltype(i)::value;
@@ -717,33 +738,37 @@ __global__ void __launch_bounds__(bwd_cf_tuning(kTargetFamily).states_threads)
   };
 
   if (tail) {
-    // x at L - 2H + i, dout at L - H + i.
-    float xt[2 * kH], gt[kH];
+    // x at L - kD - H + i, dout at L - kD + i.
+    float xt[kD + kH], gt[kD];
     if constexpr (kVec) {
       Packed<T, kV> xe[kN], ge[kN];  // the row's last kE elements
       static_for<kN>([&](auto j) {
         xe[j] = load_packed<T, kV>(x + L - kE + j * kV);
         ge[j] = load_packed<T, kV>(dout + L - kE + j * kV);
       });
-      static_for<2 * kH>([&](auto i) { xt[i] = at(xe, Idx<kE - 2 * kH + i>{}); });
-      static_for<kH>([&](auto i) { gt[i] = at(ge, Idx<kE - kH + i>{}); });
+      static_for<kD + kH>([&](auto i) { xt[i] = at(xe, Idx<kE - kD - kH + i>{}); });
+      static_for<kD>([&](auto i) { gt[i] = at(ge, Idx<kE - kD + i>{}); });
     } else {
-      static_for<2 * kH>([&](auto i) { xt[i] = xin(L - 2 * kH + i); });
-      static_for<kH>([&](auto i) { gt[i] = gin(L - kH + i); });
+      static_for<kD + kH>([&](auto i) { xt[i] = xin(L - kD - kH + i); });
+      static_for<kD>([&](auto i) { gt[i] = gin(L - kD + i); });
     }
-    float dyt[kH];  // dy at L - H + i (0 before the row)
-    static_for<kH>([&](auto i) { dyt[i] = L - kH + i >= 0 ? dy_of(gt[i], xt + i) : 0.0f; });
-    auto dy_tail = [&](int64_t pos) { return pos < L ? dyt[pos - (L - kH)] : 0.0f; };
+    float dyt[kD];  // dy at L - kD + i (0 before the row)
+    static_for<kD>([&](auto i) { dyt[i] = L - kD + i >= 0 ? dy_of(gt[i], xt + i) : 0.0f; });
+    auto dy_tail = [&](int64_t pos) { return pos < L ? dyt[pos - (L - kD)] : 0.0f; };
     wait_prior_kernel();  // the walk's dx stores before these
-    static_for<kH>([&](auto i) {
-      const int64_t q = L - kH + i;
-      if (q >= kH) dx[q] = from_float<T>(dx_at(q, dy_tail));
-    });
+    if constexpr (kRun) {
+      store_run(L - kR, [&](int64_t q) { return dx_at(q, dy_tail); });
+    } else {
+      static_for<kH>([&](auto i) {
+        const int64_t q = L - kH + i;
+        if (q >= kH) dx[q] = from_float<T>(dx_at(q, dy_tail));
+      });
+    }
     return;
   }
 
   // Head: x at i - H (initial states before the row), dout at i.
-  float xh[3 * kH], gh[2 * kH];
+  float xh[kD + 2 * kH], gh[kD + kH];
   if constexpr (kVec) {
     Packed<T, kV> xv[kN], gv[kN];  // the row's first kE elements
     static_for<kN>([&](auto j) {
@@ -751,20 +776,20 @@ __global__ void __launch_bounds__(bwd_cf_tuning(kTargetFamily).states_threads)
       gv[j] = load_packed<T, kV>(dout + j * kV);
     });
     static_for<kH>([&](auto i) { xh[i] = xin(int64_t(i) - kH); });  // the initial states
-    static_for<2 * kH>([&](auto i) {
+    static_for<kD + kH>([&](auto i) {
       xh[kH + i] = at(xv, i);
       gh[i] = at(gv, i);
     });
   } else {
-    static_for<3 * kH>([&](auto i) { xh[i] = xin(int64_t(i) - kH); });
-    static_for<2 * kH>([&](auto i) { gh[i] = gin(i); });
+    static_for<kD + 2 * kH>([&](auto i) { xh[i] = xin(int64_t(i) - kH); });
+    static_for<kD + kH>([&](auto i) { gh[i] = gin(i); });
   }
-  float dyh[2 * kH];  // dy at positions i (0 past the row)
-  static_for<2 * kH>([&](auto i) { dyh[i] = i < L ? dy_of(gh[i], xh + i) : 0.0f; });
-  auto dy_head = [&](int64_t pos) { return pos >= 0 && pos < 2 * kH ? dyh[pos] : 0.0f; };
+  float dyh[kD + kH];  // dy at positions i (0 past the row)
+  static_for<kD + kH>([&](auto i) { dyh[i] = i < L ? dy_of(gh[i], xh + i) : 0.0f; });
+  auto dy_head = [&](int64_t pos) { return pos >= 0 && pos < kD + kH ? dyh[pos] : 0.0f; };
   wait_prior_kernel();  // the walk's dx stores and workspace partials before these
-  // Positions -H .. H - 1 (clipped to the row).
-  static_for<2 * kH>([&](auto i) {
+  // Positions -H .. H - 1 (clipped to the row), or -H .. -1 and the run.
+  static_for<kRun ? kH : 2 * kH>([&](auto i) {
     const int64_t q = int64_t(i) - kH;
     if (q >= L) return;
     const float v = dx_at(q, dy_head);
@@ -774,6 +799,9 @@ __global__ void __launch_bounds__(bwd_cf_tuning(kTargetFamily).states_threads)
       dx[q] = from_float<T>(v);
     }
   });
+  if constexpr (kRun) {
+    if (init != nullptr || with_fin) store_run(0, [&](int64_t q) { return dx_at(q, dy_head); });
+  }
   if (init == nullptr) return;
   // The initial states' part of the dweight/dbias terms of positions 0 .. H - 1.
   float acc[kWidth + 1] = {};
@@ -871,15 +899,24 @@ int launch_bwd_channel_first(const BwdParams& p, const DeviceDesc& dev, Stream s
         constexpr int kV = bwd_cf_vec(int(sizeof(T)));
         const bool vec =
             g.kv > 1 && g.aligned && f.seqlen % kV == 0 && f.seqlen >= states_vectors<kWidth>(int(sizeof(T))) * kV;
+        // Whole runs of dx (tuning: states_run) where every row's ends are aligned runs and a
+        // row holds two of them (the head's and the tail's never overlap) and the loads they need.
+        const int run = tune.states_run / int(sizeof(T));
+        const bool whole = vec && run % kV == 0 && f.seqlen % run == 0 && f.seqlen >= 2 * run &&
+                           f.seqlen >= states_vectors<kWidth>(int(sizeof(T)), run) * kV &&
+                           reinterpret_cast<uintptr_t>(p.dx) % tune.states_run == 0 &&
+                           multiple_of(p.dx_batch_stride, run) && multiple_of(p.dx_c_stride, run);
         // Grid y: the parts with work (head, tail or both; the kernel tells which it runs the same way).
         const unsigned parts = (states_head_needed(p, kWidth - 1) ? 1u : 0u) + (p.dfinal_states != nullptr ? 1u : 0u);
         // Overlapping the walk where it can (NVIDIA): the pass's loads and SiLU evaluations then
         // run during the walk's last blocks, and only its stores wait for the walk to end.
-        return dispatch_bool(vec, [&](auto V) {
-          return launch_overlapping(bwd_cf_states_kernel<T, kWidth, decltype(S)::value, decltype(V)::value>,
-                                    dim3(ceil_div_u(f.batch * f.dim, tune.states_threads), parts),
-                                    dim3(tune.states_threads), stream, p, g);
-        });
+        auto launch = [&](auto V, auto R) {
+          return launch_overlapping(
+              bwd_cf_states_kernel<T, kWidth, decltype(S)::value, decltype(V)::value, decltype(R)::value>,
+              dim3(ceil_div_u(f.batch * f.dim, tune.states_threads), parts), dim3(tune.states_threads), stream, p, g);
+        };
+        if (whole) return launch(BoolC<true>{}, BoolC<true>{});
+        return dispatch_bool(vec, [&](auto V) { return launch(V, BoolC<false>{}); });
       });
     });
   });

@@ -227,6 +227,10 @@ struct BwdCfTuning {
                        // neighbouring threads take neighbouring channels, so the states' loads
                        // and stores coalesce when they are channel-contiguous, as upstream's
                        // callers allocate them)
+  int states_run;      // bytes of dx the states pass stores at each end of a row where the rows
+                       // allow it (aligned to it, L a multiple of it, L at least two of it): the
+                       // W - 1 positions it must rewrite and their neighbours, so that no store
+                       // covers part of a run
 };
 
 __host__ __device__ constexpr BwdCfTuning bwd_cf_tuning(ArchFamily f) {
@@ -264,7 +268,14 @@ __host__ __device__ constexpr BwdCfTuning bwd_cf_tuning(ArchFamily f) {
     // 381.7); at (8, 4096, 4096) / (4, 5376, 8192) states 399.7 / 516.0 against 400.8 / 543,
     // deterministic 392.0 / 508.8 against 395.5 / 543, seq_idx (8 sequences a row) 408.5 / 531.9
     // against 403.3 / 525.3 (+1.3%, kept for the others) (benchmarks/NOTES.md, thirty-first session).
-    case ArchFamily::kNvidia: return {128, 8, 8, 24, 12, 0, 2, false, 128};
+    // The states pass stores whole 32-byte sectors of dx at a row's ends (the W - 1 positions it
+    // corrects and the rest of their sector, recomputed). Its W - 1-element stores were most of
+    // what it added to the call: bf16 (8, 4096, 4096), one process, the plain walk 207 us, +11
+    // with the pass, +4.5 with its dx stores left out, +7.5 with them as whole sectors (timing
+    // variants); landed, 217.7-218.3 -> 214.5-215.0 us, fp32 400.0-401.0 -> 397.3-397.7
+    // (benchmarks/NOTES.md, thirty-seventh session). Partial writes to sectors that have left the
+    // L2 most likely cost a read of the sector from DRAM (not profiled).
+    case ArchFamily::kNvidia: return {128, 8, 8, 24, 12, 0, 2, false, 128, 32};
     // RDNA: ~10 KB per CU in flight is enough; the kernel is latency-bound (as on NVIDIA, where
     // resident warps mattered more than depth), so as many waves as the registers allow: 16
     // waves/SIMD (<= 96 VGPRs; the kernels need up to 73 with the strip's indices in scalar
@@ -275,16 +286,18 @@ __host__ __device__ constexpr BwdCfTuning bwd_cf_tuning(ArchFamily f) {
     // holds. Nontemporal dx stores keep x's halo lines (re-read by the next strip) in the Infinity
     // Cache. 32 iterations a strip for the per-strip costs measured on NVIDIA, fp32 too (why NVIDIA's fp32 is faster
     // with 12 was not profiled, so nothing says it carries over); no L2 prefetch instruction is used on AMD. (Chosen
-    // from the compile report, not timed: no AMD GPU.)
-    case ArchFamily::kRdna4: return {128, 16, 12, 32, 32, 1, 0, true, 128};
-    case ArchFamily::kRdna3: return {128, 16, 12, 32, 32, 1, 0, true, 128};
+    // from the compile report, not timed: no AMD GPU.) The states pass's 32-byte runs as on
+    // NVIDIA: whole write requests where a row's ends have left the caches (not timed).
+    case ArchFamily::kRdna4: return {128, 16, 12, 32, 32, 1, 0, true, 128, 32};
+    case ArchFamily::kRdna3: return {128, 16, 12, 32, 32, 1, 0, true, 128, 32};
     // gfx942 / gfx90a: 5 waves/SIMD (<= 96 VGPRs: the kernels need up to 90 with warp_uniform and
     // lane 0's whole vector before its own, 84 with its halo's elements; 6 waves, 80, would spill
     // the 16-bit width-4 ones): 5 x 4 SIMDs x 64 lanes x 2 x 16 B = 40 KB per CU, the ~30-40 KB
-    // needed. The seq_idx kernels (up to 108 VGPRs; 152 before warp_uniform) run 4.
-    case ArchFamily::kCdna: return {128, 5, 4, 32, 32, 1, 0, true, 128};
+    // needed. The seq_idx kernels (up to 108 VGPRs; 152 before warp_uniform) run 4. The states
+    // pass's 32-byte runs as RDNA's (not timed).
+    case ArchFamily::kCdna: return {128, 5, 4, 32, 32, 1, 0, true, 128, 32};
   }
-  return {128, 8, 8, 24, 12, 0, 2, false, 128};
+  return {128, 8, 8, 24, 12, 0, 2, false, 128, 32};
 }
 
 // Backward, channel-last (bwd_channel_last.hip): a thread owns 4 bytes of channels and walks

@@ -251,13 +251,16 @@ std::vector<BwdGpuParam> gpu_bwd_cases() {
   // initial_states halo of iteration 0 (its dy, dx and dweight terms corrected after the walk),
   // dinitial_states and dfinal_states recomputed after it; rows of whole warp iterations (256 bf16 /
   // 128 fp32 elements), rows of 2 strips, and rows whose last W - 1 positions straddle the last fast
-  // iteration and an edge one (4097, 4098). Short rows (4-24) for the states pass's vector loads: a
+  // iteration and an edge one (4097, 4098). Short rows (4-32) for the states pass's vector loads: a
   // row's head and tail vectors the same one or overlapping (its scalar path where L is not a
-  // multiple of the vector).
-  for (int64_t L : {4, 8, 16, 24, 256, 4096, 4097, 4098, 8448})
+  // multiple of the vector). Its whole 32-byte runs of dx at both ends (tuning.h: states_run) where
+  // the rows are multiples of them and hold two: from L = 16 for fp32 and 32 for bf16 (bf16's 16
+  // and 24 store element by element). Deterministic mode on odd rows and on 256 and 8448.
+  for (int64_t L : {4, 8, 16, 24, 32, 256, 4096, 4097, 4098, 8448})
     for (DType t : {DType::kBFloat16, DType::kFloat32})
       for (int width = causal_conv1d::kMinWidth; width <= causal_conv1d::kMaxWidth; ++width)
-        v.push_back({{t, DType::kFloat32, width, false, width != 3, true, true, false, 2, 3, L}, L % 2 == 1});
+        v.push_back(
+            {{t, DType::kFloat32, width, false, width != 3, true, true, false, 2, 3, L}, L % 2 == 1 || L % 512 == 256});
   // Channel-last: dims not divisible by the channel vector (2 of 16-bit), time ranges of 64 steps,
   // 4 to a block, so rows of 100 and 1100 steps end mid-range and mid-block; states and seq_idx.
   for (int64_t dim : {1, 3, 5, 130, 513})
