@@ -28,6 +28,7 @@ __global__ void __launch_bounds__(bwd_reduce_tuning(kTargetFamily).columns* bwd_
   const int kw = p.f.width + 1;
   const int64_t entries = p.f.dim * kw;
   const int64_t j = int64_t(blockIdx.x) * kTune.columns + col;
+  wait_prior_kernel();  // the walk's (and the states pass's) partials
   float acc = 0.0f;
   if (j < entries) {
 #pragma unroll 8  // the loads of 8 slots issued together (the adds stay in slot order)
@@ -74,9 +75,12 @@ int launch_bwd(const BwdParams& p, const DeviceDesc& dev, void* stream) {
   const int status = f.channel_last ? launch_bwd_channel_last(p, dev, s) : launch_bwd_channel_first(p, dev, s);
   if (status != kSuccess || !p.deterministic) return status;
   const BwdReduceTuning tune = bwd_reduce_tuning(dev.family);
-  bwd_reduce_kernel<<<ceil_div_u(f.dim * (f.width + 1), tune.columns), tune.columns * tune.lanes, 0, s>>>(
-      p, bwd_slots(p, dev));
-  return launch_status();
+  // Overlapping the kernel before it (its launch and tail; on NVIDIA, programmatic dependent
+  // launch); it waits for the partials. H200, bf16 (8, 4096, 4096), eager, two builds alternated:
+  // 211.3-211.5 -> 209.2-209.9 us against 206.4-207.4 in default mode (fp32 391.7-392.1 -> 389.3-389.7
+  // against 387.7-388.8; benchmarks/NOTES.md, thirty-eighth session).
+  return launch_overlapping(bwd_reduce_kernel, dim3(ceil_div_u(f.dim * (f.width + 1), tune.columns)),
+                            dim3(tune.columns * tune.lanes), s, p, bwd_slots(p, dev));
 }
 
 }  // namespace causal_conv1d::gpu

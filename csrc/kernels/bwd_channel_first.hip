@@ -60,7 +60,10 @@
 // 245.1-245.6 -> 221.6-222.0, one a row 221.8-222.6 -> 221.6-222.2, a sequence every 61 positions
 // (starts mid-vector) 245.0-247.4 -> 248.0-248.8, fp16 (4, 5376, 8192) 8 a row 298-313 ->
 // 282-291, deterministic 8 a row 244.9-246.8 -> 225.7-225.8; benchmarks/NOTES.md, thirty-sixth
-// session.)
+// session.) On NVIDIA the walk overlaps the mask kernel (launch_overlapping): its setup and weight
+// loads run during the mask kernel's tail, and it waits for the masks just before its first mask
+// read (H200, bf16 (8, 4096, 4096), 8 a row, eager, two builds alternated: 221.5-222.3 -> 219.6-220.6
+// us against 206.4-207.4 without; (2, 8192, 1024) 42.0-44.4 -> 40.7-41.2; thirty-eighth session).
 //
 // The hot loop has no edge code: the iterations whose vectors are all whole (for every lane, so the
 // choice is warp-uniform around the shuffles) run with the ring and plain vector accesses; the few
@@ -356,6 +359,9 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   // received in the previous iteration. Before the walk: the dy just past the strip, from memory.
   // The masks of the same positions: carry_mk[0] byte i (kV >= kHalo: the next lane's first
   // word), else carry_mk[i].
+  // seq_idx: the mask kernel before this one (launched to overlap it on NVIDIA) has written the
+  // masks once this returns; the setup above ran during its tail.
+  if constexpr (kSeqIdx) wait_prior_kernel();
   float carry[kHalo];
   uint32_t carry_mk[kMHalo] = {};
   static_for<kHalo>([&](auto i) {
@@ -879,9 +885,16 @@ int launch_bwd_channel_first(const BwdParams& p, const DeviceDesc& dev, Stream s
         return dispatch_bool(g.kv > 1, [&](auto V) {
           constexpr int kV = decltype(V)::value ? kVFull : 1;
           return dispatch_bool(f.silu, [&](auto S) {
-            bwd_channel_first_kernel<T, decltype(W)::value, kV, decltype(S)::value, kSeqIdx>
-                <<<static_cast<unsigned>(g.blocks), tune.threads, 0, stream>>>(p, g);
-            return launch_status();
+            auto* kernel = bwd_channel_first_kernel<T, decltype(W)::value, kV, decltype(S)::value, kSeqIdx>;
+            // With seq_idx, overlapping the mask kernel (its launch and tail); it waits for the
+            // masks before reading them.
+            if constexpr (kSeqIdx) {
+              return launch_overlapping(kernel, dim3(static_cast<unsigned>(g.blocks)), dim3(tune.threads), stream, p,
+                                        g);
+            } else {
+              kernel<<<static_cast<unsigned>(g.blocks), tune.threads, 0, stream>>>(p, g);
+              return launch_status();
+            }
           });
         });
       });

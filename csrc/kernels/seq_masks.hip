@@ -12,6 +12,9 @@ namespace {
 __global__ void __launch_bounds__(seq_mask_tuning(kTargetFamily).threads)
     seq_mask_kernel(const int32_t* seq, int64_t seq_batch_stride, int64_t seq_l_stride, int64_t L, int64_t mask_row,
                     int64_t batch, int phases, uint32_t* masks, int64_t words) {
+  // The kernel after this one may start now where it was launched to overlap it (the channel-first
+  // backward's walk): it waits for this grid before reading the masks.
+  allow_next_kernel();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= words) return;
   const int64_t row_words = mask_row / 4, copy = i / row_words;  // copy = ph * batch + b
