@@ -81,16 +81,20 @@ CC_EDGE_FN void store_row_edge(T* dx, int64_t dx_ls, T* dinit, int64_t dinit_cs,
   });
 }
 
-// The tuning row a kernel is compiled with: kWide, the wide blocks (wide_bwd_cl_row).
-template <bool kWide>
+// The tuning row a kernel is compiled with (kRow): the table's, the wide blocks' (wide_bwd_cl_row),
+// or the re-balanced wide grids' (rebalanced_bwd_cl_row: at most wide_blocks_per_cu blocks an SM).
+constexpr int kClRowPlain = 0, kClRowWide = 1, kClRowRebalanced = 2;
+template <int kRow>
 __host__ __device__ constexpr BwdClTuning bwd_cl_row(ArchFamily f) {
-  return kWide ? wide_bwd_cl_row(bwd_cl_tuning(f)) : bwd_cl_tuning(f);
+  return kRow == kClRowRebalanced ? rebalanced_bwd_cl_row(bwd_cl_tuning(f))
+         : kRow == kClRowWide     ? wide_bwd_cl_row(bwd_cl_tuning(f))
+                                  : bwd_cl_tuning(f);
 }
 
-template <typename T, int kWidth, int kC, bool kSilu, bool kSeqIdx, bool kWide>
-__global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_row<kWide>(kTargetFamily), kSeqIdx))
+template <typename T, int kWidth, int kC, bool kSilu, bool kSeqIdx, int kRow>
+__global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_row<kRow>(kTargetFamily), kSeqIdx))
     bwd_channel_last_kernel(BwdClGrid g, BwdParams p) {
-  constexpr BwdClTuning kTune = bwd_cl_row<kWide>(kTargetFamily);
+  constexpr BwdClTuning kTune = bwd_cl_row<kRow>(kTargetFamily);
   constexpr int kRing = kTune.ring;
 #if defined(__HIP_DEVICE_COMPILE__)  // (a HIP host pass sees NVIDIA's row: no target is known there)
   static_assert(kTune.async_ring == 0, "cp.async is an NVIDIA instruction");
@@ -639,6 +643,7 @@ BwdClGrid bwd_cl_grid(const BwdParams& p, const DeviceDesc& dev) {
         std::max<int64_t>(1, (f.seqlen + tune.wide_min_steps * warps - 1) / (tune.wide_min_steps * warps));
     const int64_t tb = std::min(cap, most);
     steps = std::min<int64_t>(max_steps, (f.seqlen + tb * warps - 1) / (tb * warps));
+    g.rebalanced = true;
   }
   g.cblocks = static_cast<uint32_t>(std::min<int64_t>(cblocks, UINT32_MAX));
   g.tblocks = static_cast<uint32_t>(std::min<int64_t>(tblocks(steps), UINT32_MAX));
@@ -672,11 +677,12 @@ int launch_bwd_channel_last(const BwdParams& p, const DeviceDesc& dev, Stream st
                 <<<static_cast<unsigned>(g.blocks), static_cast<unsigned>(g.threads), 0, stream>>>(g, p);
             return launch_status();
           };
-          if (f.seq_idx != nullptr) return launch(BoolC<true>{}, BoolC<false>{});
+          if (f.seq_idx != nullptr) return launch(BoolC<true>{}, IntC<kClRowPlain>{});
 #if CAUSAL_CONV1D_BACKEND_CUDA  // (only NVIDIA's row has wide blocks: AMD builds compile none)
-          if (g.wide) return launch(BoolC<false>{}, BoolC<true>{});
+          if (g.rebalanced) return launch(BoolC<false>{}, IntC<kClRowRebalanced>{});
+          if (g.wide) return launch(BoolC<false>{}, IntC<kClRowWide>{});
 #endif
-          return launch(BoolC<false>{}, BoolC<false>{});
+          return launch(BoolC<false>{}, IntC<kClRowPlain>{});
         });
       });
     });

@@ -130,12 +130,13 @@ struct BwdClGrid {
   int64_t x_batch_stride, x_l_stride, dout_batch_stride, dout_l_stride;
   void* dx;  // (first stored after the loads are requested)
   int64_t dx_batch_stride, dx_l_stride;
-  WeightArgs wa;   // (loaded once the first rows are requested)
-  int kc;          // channels per thread (1: the element path)
-  bool wide;       // the wide blocks (BwdClTuning::wide_threads)
-  int threads;     // block size
-  int64_t blocks;  // grid size: batch * tblocks * cblocks
-  int64_t slots;   // dweight/dbias partials per channel: batch * tblocks
+  WeightArgs wa;    // (loaded once the first rows are requested)
+  int kc;           // channels per thread (1: the element path)
+  bool wide;        // the wide blocks (BwdClTuning::wide_threads)
+  bool rebalanced;  // ... re-balanced to wide_blocks_per_cu (their kernels compiled for that many blocks an SM)
+  int threads;      // block size
+  int64_t blocks;   // grid size: batch * tblocks * cblocks
+  int64_t slots;    // dweight/dbias partials per channel: batch * tblocks
   BwdWorkspace ws;
 };
 BwdClGrid bwd_cl_grid(const BwdParams& p, const DeviceDesc& dev);

@@ -324,7 +324,8 @@ struct BwdClTuning {
                            // shortened (small grids): more warps a block sum their dweight/dbias in
                            // LDS before the atomics; 0: `threads` always
   int wide_blocks_per_cu;  // ranges shortened to min_steps in wide blocks: re-balanced over at most
-                           // this many blocks a CU (0: kept at min_steps) ...
+                           // this many blocks a CU (0: kept at min_steps), by kernels compiled for
+                           // that many (rebalanced_bwd_cl_row) ...
   int wide_min_steps;      // ... and at least this many steps a range
 };
 
@@ -334,6 +335,14 @@ __host__ __device__ constexpr BwdClTuning wide_bwd_cl_row(BwdClTuning r) {
     r.occupancy = r.occupancy * r.threads / r.wide_threads;
     r.threads = r.wide_threads;
   }
+  return r;
+}
+
+// The row of the re-balanced wide grids (wide_blocks_per_cu): their kernels are compiled for that
+// many blocks an SM, since no more of them run there (more registers than the wide kernels).
+__host__ __device__ constexpr BwdClTuning rebalanced_bwd_cl_row(BwdClTuning r) {
+  r = wide_bwd_cl_row(r);
+  if (r.wide_blocks_per_cu > 0) r.occupancy = r.wide_blocks_per_cu;
   return r;
 }
 
@@ -396,7 +405,13 @@ __host__ __device__ constexpr BwdClTuning bwd_cl_tuning(ArchFamily f) {
     // loaded their window inline and all of a block's warps summed its partial (7.27-7.39 us at
     // (1, 4096, 256)): (blocks an SM, steps) (3, 4) 7.23-7.26 / 8.30-8.32 / 9.71-9.75, (4, 6)
     // 7.24-7.26 / 8.32-8.39 / 9.42-9.46, (2, 4), (4, 4) and (6, 4) slower at one shape or more
-    // (benchmarks/NOTES.md, thirtieth session).
+    // (benchmarks/NOTES.md, thirtieth session). Those re-balanced grids' kernels are compiled for 3
+    // blocks an SM, as many as run there: 80 registers and no spills (ptxas, bf16 width 4) against
+    // 64 registers, 40 bytes of stack and 60 / 72 bytes of spill stores / loads at 4 blocks. In a
+    // graph, alternated in one process (the 4-block kernels in the same build), (1, 4096, 256) /
+    // (4, 2048, 128) / (1, 8192, 256) 6.93-6.96 / 7.96-8.08 / 9.34-9.38 us against 7.22-7.25 /
+    // 8.32-8.39 / 9.73-9.76; (2, 8192, 1024), not re-balanced, 35.4 both ways (benchmarks/NOTES.md,
+    // thirty-eighth session).
     // fp32 x takes ranges of 64 steps: in one H200 run, each setting in its own process, eager,
     // (1, 8192, 16384) / (4, 5376, 8192) / (8, 4096, 4096) / (2, 8192, 1024) 431.2-431.7 /
     // 566.3-567.1 / 429.5-429.7 / 60.9-61.1 us against 439.5-440.1 / 573.7-574.0 / 440.1-440.5 /
