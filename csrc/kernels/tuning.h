@@ -410,8 +410,10 @@ __host__ __device__ constexpr BwdClTuning bwd_cl_tuning(ArchFamily f) {
     // 64 registers, 40 bytes of stack and 60 / 72 bytes of spill stores / loads at 4 blocks. In a
     // graph, alternated in one process (the 4-block kernels in the same build), (1, 4096, 256) /
     // (4, 2048, 128) / (1, 8192, 256) 6.93-6.96 / 7.96-8.08 / 9.34-9.38 us against 7.22-7.25 /
-    // 8.32-8.39 / 9.73-9.76; (2, 8192, 1024), not re-balanced, 35.4 both ways (benchmarks/NOTES.md,
-    // thirty-eighth session).
+    // 8.32-8.39 / 9.73-9.76; (2, 8192, 1024), not re-balanced, 35.4 both ways. Re-swept with them,
+    // (3, 4) stays: (3, 3) and (3, 6) within 1% of it, (3, 8) 1-2% slower, (2, 4 / 6 / 8) 2% faster
+    // at (4, 2048, 128) but 2% slower at (1, 4096, 256) and 1% at (1, 8192, 256)
+    // (benchmarks/NOTES.md, thirty-eighth session).
     // fp32 x takes ranges of 64 steps: in one H200 run, each setting in its own process, eager,
     // (1, 8192, 16384) / (4, 5376, 8192) / (8, 4096, 4096) / (2, 8192, 1024) 431.2-431.7 /
     // 566.3-567.1 / 429.5-429.7 / 60.9-61.1 us against 439.5-440.1 / 573.7-574.0 / 440.1-440.5 /
