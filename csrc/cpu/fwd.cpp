@@ -128,18 +128,46 @@ void fwd_blocks_channel_last_seq(const FwdParams& p, int64_t blk_begin, int64_t 
 
 // Channel-first: each (batch, channel) row in chunks of kTimeChunk, the width - 1 previous inputs
 // carried as the halo (initial_states, or zeros, at first; the final states at the end). Inputs
-// are read in place when fp32 with unit stride (else widened into a float buffer: each is read
-// width times), outputs written in place in their dtype when their stride is 1 (else through a
+// are read in place when fp32 with unit stride (vec::conv_row, the halo apart); else they are
+// widened into a float buffer behind the halo (each is read width times), which
+// vec::conv_row_padded takes whole, with no scalar head, while it prefetches the inputs of the
+// chunk kPrefetchChunks ahead in this thread's walk (the same row's, or a next row's) when their
+// stride is 1. Outputs are written in place in their dtype when their stride is 1 (else through a
 // float buffer).
+//
+// Without the prefetch the widening waited on memory with nothing else in flight (its share of
+// the time doubled with x cold), and a chunk ahead was too late. An Intel Xeon VM (2 threads, bf16
+// (2, 1024, 4096) SiLU into out over rotated buffers, the loop alone in one process, medians of 11
+// rounds, benchmarks/NOTES.md, thirty-ninth session): 3.45-3.92 ms before, 3.29-3.46 with the next
+// chunk prefetched, 2.81-3.29 with the one after it (the widening 3.5-4.0 -> 1.7-1.9 Mcycles a
+// thread, 1.5 with x in the caches), 3.10 with the third.
+constexpr int kPrefetchChunks = 2;
 int fwd_rows_channel_first_vec(const FwdParams& p, int64_t row_begin, int64_t row_end) {
   const int halo = p.width - 1;
   const bool direct_x = p.x_dtype == DType::kFloat32 && p.x_l_stride == 1;
   const bool direct_out = p.out_l_stride == 1;
   const int esize = dtype_size(p.x_dtype);
-  std::vector<float> xbuf(direct_x ? 0 : kTimeChunk), obuf(direct_out ? 0 : kTimeChunk);
+  // The widened path: xbuf[0, halo) the halo, xbuf[halo, halo + n) the chunk's inputs.
+  std::vector<float> xbuf(direct_x ? 0 : halo + kTimeChunk), obuf(direct_out ? 0 : kTimeChunk);
+  float* const chunk = xbuf.data() + halo;
+  // The chunk kPrefetchChunks after (row, t0) in this call's walk (its length in *n), or null past
+  // the walk's end.
+  const auto chunk_ahead = [&](int64_t row, int64_t t, int64_t* n) -> const char* {
+    for (int a = 0; a < kPrefetchChunks; ++a) {
+      t += kTimeChunk;
+      if (t >= p.seqlen) {
+        t = 0;
+        if (++row >= row_end) return nullptr;
+      }
+    }
+    *n = std::min(kTimeChunk, p.seqlen - t);
+    const int64_t b = row / p.dim, c = row % p.dim;
+    return static_cast<const char*>(p.x) + (b * p.x_batch_stride + c * p.x_c_stride + t * p.x_l_stride) * esize;
+  };
   for (int64_t row = row_begin; row < row_end; ++row) {
     const int64_t b = row / p.dim, c = row % p.dim;
-    float w[kMaxWidth], carry[kMaxWidth - 1];
+    float w[kMaxWidth], carry_in[kMaxWidth - 1];
+    float* carry = direct_x ? carry_in : xbuf.data();
     for (int k = 0; k < p.width; ++k)
       w[k] = load_as_float(p.weight, p.w_dtype, c * p.weight_c_stride + k * p.weight_w_stride);
     const float bias = p.bias ? load_as_float(p.bias, p.w_dtype, c * p.bias_stride) : 0.0f;
@@ -151,26 +179,27 @@ int fwd_rows_channel_first_vec(const FwdParams& p, int64_t row_begin, int64_t ro
     const int64_t out_off = b * p.out_batch_stride + c * p.out_c_stride;
     for (int64_t t0 = 0; t0 < p.seqlen; t0 += kTimeChunk) {
       const int64_t n = std::min(kTimeChunk, p.seqlen - t0);
-      const float* xin = xbuf.data();
+      void* const out = direct_out ? static_cast<void*>(static_cast<char*>(p.out) + (out_off + t0) * esize)
+                                   : static_cast<void*>(obuf.data());
+      const DType out_t = direct_out ? p.x_dtype : DType::kFloat32;
+      int status;
       if (direct_x) {
-        xin = static_cast<const float*>(p.x) + x_off + t0;
+        const float* xin = static_cast<const float*>(p.x) + x_off + t0;
+        status = vec::conv_row(carry, xin, out, out_t, n, w, p.width, bias, p.silu);
+        // The last width - 1 inputs of [carry, this chunk] are the next chunk's halo.
+        for (int j = 0; j < halo; ++j) {
+          const int64_t q = n - halo + j;  // position in this chunk
+          carry[j] = q >= 0 ? xin[q] : carry[j + n];
+        }
       } else {
-        load_floats(p.x, p.x_dtype, x_off + t0 * p.x_l_stride, p.x_l_stride, xbuf.data(), n);
+        load_floats(p.x, p.x_dtype, x_off + t0 * p.x_l_stride, p.x_l_stride, chunk, n);
+        int64_t ahead_n = 0;
+        const char* ahead = p.x_l_stride == 1 ? chunk_ahead(row, t0, &ahead_n) : nullptr;
+        status = vec::conv_row_padded(xbuf.data(), out, out_t, n, w, p.width, bias, p.silu, ahead, ahead_n * esize);
+        std::copy(xbuf.begin() + n, xbuf.begin() + n + halo, xbuf.begin());  // the last width - 1 of them
       }
-      if (direct_out) {
-        const int status = vec::conv_row(carry, xin, static_cast<char*>(p.out) + (out_off + t0) * esize, p.x_dtype, n,
-                                         w, p.width, bias, p.silu);
-        if (status != kSuccess) return status;
-      } else {
-        const int status = vec::conv_row(carry, xin, obuf.data(), DType::kFloat32, n, w, p.width, bias, p.silu);
-        if (status != kSuccess) return status;
-        store_floats(obuf.data(), p.x_dtype, p.out, out_off + t0 * p.out_l_stride, p.out_l_stride, n);
-      }
-      // The last width - 1 inputs of [carry, this chunk] are the next chunk's halo.
-      for (int j = 0; j < halo; ++j) {
-        const int64_t q = n - halo + j;  // position in this chunk
-        carry[j] = q >= 0 ? xin[q] : carry[j + n];
-      }
+      if (status != kSuccess) return status;
+      if (!direct_out) store_floats(obuf.data(), p.x_dtype, p.out, out_off + t0 * p.out_l_stride, p.out_l_stride, n);
     }
     if (p.final_states) {
       for (int j = 0; j < halo; ++j)
@@ -189,9 +218,13 @@ int fwd_rows_channel_first_vec(const FwdParams& p, int64_t row_begin, int64_t ro
 // dev machine (AMD EPYC, AVX-512, 2 threads) 1.53 ms against 1.94 through the ring, whose
 // widening pass took 30% of the time (perf). Rows of out with unit channel stride are written in
 // place in their dtype (else through float rows). Rows before t = 0 come from initial_states (or
-// are zeros); the task ending at seqlen writes the final states. (Rows of 2 KB or less were
-// prefetched one call ahead while a call took 4 steps; with 8 steps a call that gained nothing:
-// benchmarks/NOTES.md, twenty-first session.)
+// are zeros); the task ending at seqlen writes the final states. A call of 8 steps over bf16 rows
+// read in place prefetches the next call's 8 rows, a slice of them per block of channels and step
+// (vec::conv_cols_bf16), so their loads overlap its arithmetic. (Rows of 2 KB or less prefetched
+// whole before a call gained nothing on the dev machine, AMD EPYC, benchmarks/NOTES.md,
+// twenty-first session; spread through the call, bf16 (2, 1024, 4096) into out on an Intel Xeon
+// VM 3.34-3.57 -> 2.85-3.08 ms, (1, 4096, 2048) unchanged, fp32 rows 0-5% slower, so not for them:
+// thirty-ninth session.)
 constexpr int64_t kTimeBlock = 512;
 
 int fwd_tasks_channel_last_vec(const FwdParams& p, const ClTasks& tasks, int64_t task_begin, int64_t task_end) {
@@ -251,12 +284,18 @@ int fwd_tasks_channel_last_vec(const FwdParams& p, const ClTasks& tasks, int64_t
         outs[s] = direct_out ? static_cast<char*>(p.out) + (out_off + (t + s) * p.out_l_stride) * esize
                              : static_cast<void*>(obuf.data() + s * kLd);
       const DType ot = direct_out ? p.x_dtype : DType::kFloat32;
+      // The rows of the next call (when read in place): prefetched while this one computes.
+      const void* next[kS] = {};
+      const bool prefetch = steps == kS && direct_bf16;
+      for (int s = 0; prefetch && s < kS && t + kS + s < p.seqlen; ++s)
+        next[s] = static_cast<const char*>(p.x) + (x_off + (t + kS + s) * p.x_l_stride) * esize;
       int status;
       if (in_place(t)) {
         const uint16_t* win[kMaxWidth - 1 + kS];
         for (int k = 0; k < halo + steps; ++k)
           win[k] = static_cast<const uint16_t*>(p.x) + x_off + (t - halo + k) * p.x_l_stride;
-        status = vec::conv_cols_bf16(win, outs, ot, steps, nc, wt.data(), kLd, p.width, bias.data(), p.silu);
+        status = vec::conv_cols_bf16(win, outs, ot, steps, nc, wt.data(), kLd, p.width, bias.data(), p.silu,
+                                     prefetch ? next : nullptr);
       } else {
         load_rows(t, t + steps);
         const float* win[kMaxWidth - 1 + kS];

@@ -34,6 +34,14 @@ std::vector<Case> fwd_cases() {
   v.push_back({DType::kFloat32, DType::kFloat32, 4, true, true, false, true, false, 2, 8, 1100});
   v.push_back({DType::kFloat32, DType::kFloat32, 4, true, true, true, false, false, 2, 8, 1100});
   v.push_back({DType::kBFloat16, DType::kBFloat16, 2, true, false, true, true, false, 1, 24, 1030});
+  // The prefetching paths for 16-bit x: channel-first rows longer than a chunk through the padded
+  // float buffer (the next chunk, then the next row, prefetched), SiLU and states; channel-last
+  // bf16 rows read in place, calls of 8 steps over more than one block of 512 channels, without
+  // SiLU (the taps store blockwise) and with it.
+  v.push_back({DType::kBFloat16, DType::kFloat32, 4, false, true, true, true, false, 2, 3, 4100});
+  v.push_back({DType::kFloat16, DType::kFloat16, 3, false, false, true, false, false, 1, 2, 2050});
+  v.push_back({DType::kBFloat16, DType::kBFloat16, 4, true, false, true, false, false, 1, 1100, 40});
+  v.push_back({DType::kBFloat16, DType::kFloat32, 3, true, true, false, true, false, 1, 1030, 27});
   return v;
 }
 
