@@ -142,6 +142,7 @@ void fwd_blocks_channel_last_seq(const FwdParams& p, int64_t blk_begin, int64_t 
 // chunk prefetched, 2.81-3.29 with the one after it (the widening 3.5-4.0 -> 1.7-1.9 Mcycles a
 // thread, 1.5 with x in the caches), 3.10 with the third.
 constexpr int kPrefetchChunks = 2;
+
 int fwd_rows_channel_first_vec(const FwdParams& p, int64_t row_begin, int64_t row_end) {
   const int halo = p.width - 1;
   const bool direct_x = p.x_dtype == DType::kFloat32 && p.x_l_stride == 1;
@@ -149,7 +150,6 @@ int fwd_rows_channel_first_vec(const FwdParams& p, int64_t row_begin, int64_t ro
   const int esize = dtype_size(p.x_dtype);
   // The widened path: xbuf[0, halo) the halo, xbuf[halo, halo + n) the chunk's inputs.
   std::vector<float> xbuf(direct_x ? 0 : halo + kTimeChunk), obuf(direct_out ? 0 : kTimeChunk);
-  float* const chunk = xbuf.data() + halo;
   // The chunk kPrefetchChunks after (row, t0) in this call's walk (its length in *n), or null past
   // the walk's end.
   const auto chunk_ahead = [&](int64_t row, int64_t t, int64_t* n) -> const char* {
@@ -192,7 +192,7 @@ int fwd_rows_channel_first_vec(const FwdParams& p, int64_t row_begin, int64_t ro
           carry[j] = q >= 0 ? xin[q] : carry[j + n];
         }
       } else {
-        load_floats(p.x, p.x_dtype, x_off + t0 * p.x_l_stride, p.x_l_stride, chunk, n);
+        load_floats(p.x, p.x_dtype, x_off + t0 * p.x_l_stride, p.x_l_stride, xbuf.data() + halo, n);
         int64_t ahead_n = 0;
         const char* ahead = p.x_l_stride == 1 ? chunk_ahead(row, t0, &ahead_n) : nullptr;
         status = vec::conv_row_padded(xbuf.data(), out, out_t, n, w, p.width, bias, p.silu, ahead, ahead_n * esize);
