@@ -81,6 +81,41 @@ CC_EDGE_FN void store_row_edge(T* dx, int64_t dx_ls, T* dinit, int64_t dinit_cs,
   });
 }
 
+// Default mode's block partial with one vector atomic for a channel's 4 dweight taps (atomic_add4),
+// for the 16-bit width-4 kernels on targets that have it, where dweight's rows are 4 floats aligned
+// to 16 bytes (as the torch layer allocates them): warp e < 2 sums channel c0 + e's taps over the
+// block's warps (red: the kernel's [warp][k][e][lane] sums) and adds them with one, warps 2 and 3
+// the dbias terms. H200, bf16 in a CUDA graph, two rounds against the 10 terms spread over the
+// block's warps (benchmarks/NOTES.md, fortieth session): (1, 4096, 256) / (4, 2048, 128) / (1,
+// 8192, 256) / (1, 4096, 64) / (8, 1024, 256) / (2, 8192, 1024) 6.94-6.97 / 7.96-8.02 / 9.24-9.30 /
+// 5.82-5.88 / 10.36-10.44 / 35.36-35.47 us -> 6.67-6.69 / 7.76-7.79 / 9.03-9.06 / 5.70-5.72 /
+// 10.11-10.16 / 35.10-35.18; eager (8, 4096, 4096) 238.8-239.3 -> 237.9-238.1. Not for fp32 (one
+// channel a thread: warp 0 then sums 32 of the block's terms) nor width 2 (2-float vectors):
+// (1, 4096, 256) 7.74-7.78 -> 7.90-7.94 and 5.16-5.18 -> 5.24-5.26 us that way. Out of line:
+// inlined, it moved the register allocation of the plain kernels (sm_90: 60 -> 84 bytes of spill
+// stores in their edge paths). The warp count is a template parameter: with a run-time count the
+// sums' loads were not unrolled, and (1, 4096, 256) took 7.42 us against 7.03 with the terms spread.
+template <int kWarps>
+__device__ __noinline__ void add_block_partial4(const float (*red)[5][2][kWarpSize], float* dweight,
+                                                int64_t dweight_c_stride, float* dbias, int64_t dbias_stride,
+                                                int64_t c0, int64_t D, int warp, int lane) {
+  static_assert(kWarps >= 4, "a warp for each channel's taps and for each one's bias");
+  const int e = warp % 2;
+  const int64_t ch = c0 + e;
+  if (warp >= 4 || ch < 0 || ch >= D) return;
+  auto total = [&](int k) {
+    float t = red[0][k][e][lane];
+    for (int v = 1; v < kWarps; ++v) t += red[v][k][e][lane];  // (unrolled: the loads in flight together)
+    return t;
+  };
+  if (warp < 2) {
+    const float taps[4] = {total(0), total(1), total(2), total(3)};
+    atomic_add4(dweight + ch * dweight_c_stride, taps);
+  } else if (dbias != nullptr) {
+    atomic_add(dbias + ch * dbias_stride, total(4));
+  }
+}
+
 // The tuning row a kernel is compiled with (kRow): the table's, the wide blocks' (wide_bwd_cl_row),
 // or the re-balanced wide grids' (rebalanced_bwd_cl_row: at most wide_blocks_per_cu blocks an SM).
 constexpr int kClRowPlain = 0, kClRowWide = 1, kClRowRebalanced = 2;
@@ -578,6 +613,14 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_row<kRow>(kTargetFami
   // 8 warps.)
   static_for<kWidth + 1>([&](auto k) { static_for<kC>([&](auto e) { red[warp][k][e][lane] = acc[k][e]; }); });
   __syncthreads();
+  // One vector atomic for a channel's dweight taps where that is measured to pay (above).
+  if constexpr (kVectorAtomics && kWidth == 4 && kC == 2) {
+    if (!p.deterministic && p.dweight_w_stride == 1 && p.dweight_c_stride % 4 == 0 &&
+        reinterpret_cast<uintptr_t>(p.dweight) % 16 == 0) {
+      add_block_partial4<kWarps>(red, p.dweight, p.dweight_c_stride, p.dbias, p.dbias_stride, c0, D, warp, lane);
+      return;
+    }
+  }
   for (int q = warp; q < (kWidth + 1) * kC; q += kWarps) {
     const int k = q / kC, e = q - k * kC;
     const int64_t ch = c0 + e;

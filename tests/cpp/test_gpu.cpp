@@ -132,6 +132,11 @@ INSTANTIATE_TEST_SUITE_P(All, GpuFwd, ::testing::ValuesIn(gpu_fwd_cases()),
 struct BwdGpuParam {
   Case c;
   bool deterministic;
+  // dweight's layout: rows of width + dweight_pad floats, starting dweight_shift floats into the
+  // buffer (0, 0: the dense rows the torch layer allocates; the 16-bit width-4 channel-last kernels
+  // add a row's taps with one vector atomic on sm_90 where the rows are 16-byte aligned, and one
+  // atomic a term otherwise).
+  int dweight_pad = 0, dweight_shift = 0;
 };
 
 struct BwdGpuRun {
@@ -139,20 +144,23 @@ struct BwdGpuRun {
   std::vector<float> dweight, dbias;
 };
 
-void run_gpu_bwd(cc_test::BwdProblem& pr, bool deterministic, BwdGpuRun& res) {
+void run_gpu_bwd(cc_test::BwdProblem& pr, const BwdGpuParam& gp, BwdGpuRun& res) {
   const cc_test::Problem& f = pr.fwd;
+  const int64_t D = gp.c.dim, W = gp.c.width, row = W + gp.dweight_pad;
   DeviceBuffer x(f.x.bytes), w(f.w.bytes), bias(f.bias.bytes), init(f.init.bytes), seq(f.seq), dout(pr.dout.bytes),
-      dx(pr.dx.bytes), dinit(pr.dinit.bytes), dfinal(pr.dfinal.bytes), dweight(pr.dweight), dbias(pr.dbias);
+      dx(pr.dx.bytes), dinit(pr.dinit.bytes), dfinal(pr.dfinal.bytes),
+      dweight(std::vector<float>(size_t(gp.dweight_shift + D * row), 0.0f)), dbias(pr.dbias);
   causal_conv1d::BwdParams p = pr.p;
   p.f.x = x.ptr, p.f.weight = w.ptr;
   if (p.f.bias) p.f.bias = bias.ptr;
   if (p.f.initial_states) p.f.initial_states = init.ptr;
   if (p.f.seq_idx) p.f.seq_idx = static_cast<const int32_t*>(seq.ptr);
-  p.dout = dout.ptr, p.dx = dx.ptr, p.dweight = static_cast<float*>(dweight.ptr);
+  p.dout = dout.ptr, p.dx = dx.ptr;
+  p.dweight = static_cast<float*>(dweight.ptr) + gp.dweight_shift, p.dweight_c_stride = row, p.dweight_w_stride = 1;
   if (p.dbias) p.dbias = static_cast<float*>(dbias.ptr);
   if (p.dinitial_states) p.dinitial_states = dinit.ptr;
   if (p.dfinal_states) p.dfinal_states = dfinal.ptr;
-  p.deterministic = deterministic;
+  p.deterministic = gp.deterministic;
   int64_t elems = 0;
   CC_GPU_OK(causal_conv1d::gpu::bwd_workspace_elems(p, cc_test::device0(), &elems));
   DeviceBuffer workspace(size_t(elems) * sizeof(float));
@@ -163,7 +171,10 @@ void run_gpu_bwd(cc_test::BwdProblem& pr, bool deterministic, BwdGpuRun& res) {
   res.dx.bytes = dx.to_host<uint8_t>();
   res.dinit = pr.dinit;
   res.dinit.bytes = dinit.to_host<uint8_t>();
-  res.dweight = dweight.to_host<float>();
+  const std::vector<float> rows = dweight.to_host<float>();
+  res.dweight.assign(size_t(D * W), 0.0f);
+  for (int64_t c = 0; c < D; ++c)
+    for (int64_t k = 0; k < W; ++k) res.dweight[c * W + k] = rows[gp.dweight_shift + c * row + k];
   res.dbias = dbias.to_host<float>();
 }
 
@@ -175,7 +186,7 @@ TEST_P(GpuBwd, MatchesCpu) {
   cc_test::BwdProblem cpu(gp.c), gpu(gp.c);
   ASSERT_EQ(causal_conv1d::cpu::launch_bwd(cpu.p, causal_conv1d::cpu::serial_for), 0);
   BwdGpuRun res;
-  run_gpu_bwd(gpu, gp.deterministic, res);
+  run_gpu_bwd(gpu, gp, res);
   const double tol = cc_test::tolerance(gp.c.xt) + cc_test::tolerance(gp.c.wt);
   expect_close_buffers(res.dx, cpu.dx, tol, "dx");
   if (gp.c.states) {
@@ -192,7 +203,7 @@ TEST_P(GpuBwd, MatchesCpu) {
   if (gp.deterministic) {
     cc_test::BwdProblem again(gp.c);
     BwdGpuRun res2;
-    run_gpu_bwd(again, true, res2);
+    run_gpu_bwd(again, gp, res2);
     EXPECT_EQ(res.dweight, res2.dweight) << "deterministic dweight differs between runs";
     EXPECT_EQ(res.dbias, res2.dbias) << "deterministic dbias differs between runs";
     EXPECT_EQ(res.dx.bytes, res2.dx.bytes);
@@ -292,14 +303,29 @@ std::vector<BwdGpuParam> gpu_bwd_cases() {
   v.push_back({{DType::kBFloat16, DType::kFloat32, 4, true, true, true, false, true, 2, 4096, 4096}, false});
   v.push_back({{DType::kFloat16, DType::kFloat32, 2, true, false, true, false, true, 2, 4096, 4096}, true});
   v.push_back({{DType::kFloat32, DType::kFloat32, 4, true, true, false, true, false, 2, 4096, 4096}, false});
+  // dweight in other layouts than dense rows, both layouts, widths 2 and 4: rows padded to twice the
+  // width (bf16 width 4 channel-last: vector atomics at that stride), rows of width + 1 floats and
+  // rows starting one float into the buffer (an atomic a term); channel-last bf16 over time ranges
+  // of several blocks (2 x 300 channels x 1100 steps), fp32 in a small re-balanced grid.
+  for (int width : {2, 4})
+    for (auto [pad, shift] : {std::pair{width, 0}, std::pair{1, 0}, std::pair{0, 1}}) {
+      const std::vector<Case> cases = {
+          {DType::kBFloat16, DType::kFloat32, width, false, true, true, false, false, 2, 3, 1100},
+          {DType::kBFloat16, DType::kFloat32, width, false, true, true, false, false, 2, 3, 4097},
+          {DType::kBFloat16, DType::kFloat32, width, true, true, true, false, false, 2, 300, 1100},
+          {DType::kFloat32, DType::kFloat32, width, true, true, false, false, false, 1, 4096, 256}};
+      for (const Case& c : cases) v.push_back({c, false, pad, shift});
+    }
   return v;
 }
 
-INSTANTIATE_TEST_SUITE_P(All, GpuBwd, ::testing::ValuesIn(gpu_bwd_cases()),
-                         [](const ::testing::TestParamInfo<BwdGpuParam>& info) {
-                           return cc_test::case_name({info.param.c, info.index}) +
-                                  (info.param.deterministic ? "_det" : "_atomic");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    All, GpuBwd, ::testing::ValuesIn(gpu_bwd_cases()), [](const ::testing::TestParamInfo<BwdGpuParam>& info) {
+      return cc_test::case_name({info.param.c, info.index}) + (info.param.deterministic ? "_det" : "_atomic") +
+             (info.param.dweight_pad || info.param.dweight_shift
+                  ? "_dwrow" + std::to_string(info.param.dweight_pad) + "_" + std::to_string(info.param.dweight_shift)
+                  : "");
+    });
 
 class GpuUpdate : public ::testing::TestWithParam<UpdateCase> {};
 

@@ -189,6 +189,26 @@ __device__ __forceinline__ float silu_for_16bit(float v) {
 // Float atomic add to global memory (compiled with -munsafe-fp-atomics on AMD: hardware atomics).
 __device__ __forceinline__ void atomic_add(float* addr, float v) { atomicAdd(addr, v); }
 
+// Whether atomic_add4 is one vector reduction (sm_90 on: red.global.add.v4.f32, one L2 atomic
+// operation for 4 floats) rather than an atomic a float. AMD has no packed f32 add.
+#if CAUSAL_CONV1D_BACKEND_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+constexpr bool kVectorAtomics = true;
+#else
+constexpr bool kVectorAtomics = false;
+#endif
+
+// addr[i] += v[i] for the 4 floats at addr (16-byte aligned); each element's add is atomic (not
+// the 4 together).
+__device__ __forceinline__ void atomic_add4(float* addr, const float (&v)[4]) {
+#if CAUSAL_CONV1D_BACKEND_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(__cvta_generic_to_global(addr)), "f"(v[0]),
+               "f"(v[1]), "f"(v[2]), "f"(v[3])
+               : "memory");
+#else
+  for (int i = 0; i < 4; ++i) atomic_add(addr + i, v[i]);
+#endif
+}
+
 // Converts the runtime's error of the last launch into our status code.
 inline int launch_status() {
   const Error e = last_error();
