@@ -475,22 +475,28 @@ __host__ __device__ constexpr SeqMaskTuning seq_mask_tuning(ArchFamily) { return
 struct UpdateTuning {
   int threads;     // small blocks: at batch 1 the grid must still cover every CU
   int occupancy;   // CC_LAUNCH_BOUNDS: NVIDIA blocks per SM, AMD waves per SIMD
-  int max_grid_y;  // batch rows in the grid; each thread loops over the rest with its weights in
-                   // registers (reloading them per row costs more than the row's own loads)
+  int max_grid_y;  // batch rows in the grid: up to it a thread computes one row (update.hip's
+                   // kOneRow kernel); past it each thread loops over batch / max_grid_y rows with its
+                   // weights in registers and the next row's loads in flight
 };
 
 __host__ __device__ constexpr UpdateTuning update_tuning(ArchFamily f) {
   switch (f) {
     // dim 8192 at batch 1: 64-thread blocks give 64 blocks (bf16) for 132 SMs; 128-thread blocks
-    // would leave most SMs idle in this latency-bound case. 64 grid rows x 64 blocks fill the
-    // device from batch 16 on; each thread then handles up to batch / 64 rows. 8 bytes of
+    // would leave most SMs idle in this latency-bound case (32-thread blocks, 128 of them: 2.05 us
+    // against 1.99, in one process). 128 grid rows: one row a thread up to batch 128, as fast as
+    // the loop or faster wherever both run (H200, bf16, CUDA graph, rotating buffers, one process,
+    // max_grid_y 64 / 128 / batch: batch 96 5.58 / - / 5.50 us, 128 7.03 / 6.79, 256 11.96 /
+    // 11.86 / 11.95, 512 21.68 / 21.33 / 21.96: one row a thread past 128 loses). 8 bytes of
     // channels per thread (half the blocks) measured no better on the H200: 2.10 / 2.60 / 4.45 /
     // 12.67 us against 1.90 / 2.47 / 4.56 / 12.15 at batch 1 / 16 / 64 / 256. More resident
     // blocks do not help either (bench.py --quick --only update, two runs alike): 20 blocks (46
     // registers) 1.92 / 2.45 / 4.54 / 12.16 us, 24 (40 registers, 8 bytes of spills) 1.90 / 2.45 /
     // 4.81 / 13.15, against 1.88 / 2.43 / 4.51 / 12.02 at 16.
-    case ArchFamily::kNvidia: return {64, 16, 64};
-    // wave32: 64 threads = 2 waves per block, 64 blocks for 64 CUs at dim 8192, batch 1.
+    case ArchFamily::kNvidia: return {64, 16, 128};
+    // wave32: 64 threads = 2 waves per block, 64 blocks for 64 CUs at dim 8192, batch 1. 64 grid
+    // rows (not measured on AMD): a gfx1201 has half the H200's compute units, so the loop takes
+    // over at half the batch.
     case ArchFamily::kRdna4: return {64, 12, 64};
     case ArchFamily::kRdna3: return {64, 12, 64};
     // wave64: one wave per block, 304 CUs: more grid rows before a thread loops.

@@ -19,8 +19,9 @@
 // contiguous 32-bit words, moved in the widest aligned accesses (load_run / store_run); its
 // weights and bias, when contiguous, are one such run each instead of kC * (width + 1) element
 // loads. Blocks are small (tuning.h: at batch 1 the grid must still reach every
-// CU); each thread walks batch rows blockIdx.y, + gridDim.y, ... with its weights in registers,
-// the next row's loads issued before the current row is computed.
+// CU). Up to update_tuning's max_grid_y rows a thread computes row blockIdx.y alone; past it each
+// thread walks batch rows blockIdx.y, + gridDim.y, ... with its weights in registers, the next
+// row's loads issued before the current row is computed.
 //
 // Rows whose cache line is negative (padding), >= num_cache_lines, or whose cache_seqlens is
 // negative produce zeros and leave the state alone: the GPU never writes outside conv_state,
@@ -168,7 +169,13 @@ struct DecodeArgs {
 static_assert(offsetof(DecodeArgs, out) == 48, "the row's fields fill the first 48 bytes");
 
 // kS = state_len (width - 1 or width), fixed at compile time so the state stays in registers.
-template <typename T, int kWidth, bool kSilu, int kS>
+// kOneRow: the grid's rows cover the batch (batch <= max_grid_y), so a thread computes the one row
+// blockIdx.y and the batch loop, the next row's prefetch and their index math are compiled out.
+// H200, bf16, dim 8192, in a CUDA graph, buffers rotating over > 256 MB, the loop's form and this
+// one alternated in one process (peers/updab.py, three rounds alike): batch 1 / 2 / 4 / 16 / 64
+// 1.99 / 2.10 / 2.18 / 2.50 / 4.63 us -> 1.93 / 1.99 / 2.10 / 2.43 / 4.27 (the kernel 352 SASS
+// instructions against 536, the row's first load the 46th against the 65th).
+template <typename T, int kWidth, bool kSilu, int kS, bool kOneRow>
 __global__ void CC_LAUNCH_BOUNDS(update_tuning(kTargetFamily)) update_decode_kernel(DecodeArgs a) {
   constexpr UpdateTuning kTune = update_tuning(kTargetFamily);
   constexpr int kHalo = kWidth - 1;
@@ -187,43 +194,34 @@ __global__ void CC_LAUNCH_BOUNDS(update_tuning(kTargetFamily)) update_decode_ker
     uint32_t st[kStBytes / 4];
     T* state;  // nullptr: padding row
   };
-  auto fetch = [&](int64_t b, Row& r) {
-    const int64_t line = a.conv_state_indices ? a.conv_state_indices[b] : b;
+  // Row b's loads. DecodeArgs' counts and batch strides are 32-bit, so each offset is one widening
+  // multiply-add.
+  auto fetch = [&](int32_t b, Row& r) {
+    const int32_t line = a.conv_state_indices ? a.conv_state_indices[b] : b;
     r.state = nullptr;
     if (line < 0 || line >= a.num_cache_lines) return;
-    r.state = static_cast<T*>(a.conv_state) + line * a.state_batch_stride + c0 * kS;
+    r.state = static_cast<T*>(a.conv_state) + (int64_t(line) * a.state_batch_stride + c0 * kS);
     load_run<kStBytes>(r.state, r.st);
-    load_run<kXBytes>(static_cast<const T*>(a.x) + b * a.x_batch_stride + c0, r.x);
+    load_run<kXBytes>(static_cast<const T*>(a.x) + (int64_t(b) * a.x_batch_stride + c0), r.x);
   };
   // Element j of a run of 32-bit words, as float.
   auto elem = [](const uint32_t* words, auto j) {
     constexpr int kJ = decltype(j)::value;
     return word_elem<T, kJ % kPerWord>(words[kJ / kPerWord]);
   };
-
-  // The first row's loads, then the weights' (their parameters' lines are fetched while those
-  // loads are in flight).
-  Row cur;
-  int64_t b = blockIdx.y;
-  if (b < a.batch) fetch(b, cur);
   float w[kWidth][kC], bias[kC];
-  WeightArgs wa = a.wa;
-  wa.w_dtype = a.w_dtype;  // (from the first line)
-  load_group_weights<kWidth, kC>(wa, wa.runs, c0, w, bias);
-  for (; b < a.batch; b += gridDim.y) {
-    Row next;
-    next.state = nullptr;
-    if (b + gridDim.y < a.batch) fetch(b + gridDim.y, next);
-    T* out = static_cast<T*>(a.out) + b * a.out_batch_stride + c0;
+  // Row b's output and new state, from its loads.
+  auto finish = [&](int32_t b, const Row& r) {
+    T* out = static_cast<T*>(a.out) + (int64_t(b) * a.out_batch_stride + c0);
     uint32_t res[kXBytes / 4];
-    if (cur.state == nullptr) {
+    if (r.state == nullptr) {
       static_for<kXBytes / 4>([&](auto i) { res[i] = 0; });  // padding row: zeros, state untouched
     } else {
       float o[kC];
       static_for<kC>([&](auto e) {
-        float acc = fmaf(w[kHalo][e], elem(cur.x, e), bias[e]);
+        float acc = fmaf(w[kHalo][e], elem(r.x, e), bias[e]);
         static_for<kHalo>([&](auto i) {
-          acc = fmaf(w[i][e], elem(cur.st, Idx<decltype(e)::value * kS + kS - kHalo + decltype(i)::value>{}), acc);
+          acc = fmaf(w[i][e], elem(r.st, Idx<decltype(e)::value * kS + kS - kHalo + decltype(i)::value>{}), acc);
         });
         o[e] = kSilu ? silu_to<T>(acc) : acc;
       });
@@ -244,18 +242,38 @@ __global__ void CC_LAUNCH_BOUNDS(update_tuning(kTargetFamily)) update_decode_ker
           constexpr int kE = kJ / kS, kPos = kJ % kS;
           uint32_t v;
           if constexpr (kPos + 1 < kS) {
-            v = elem_bits<T, kJ + 1>(cur.st);  // the same channel's next entry
+            v = elem_bits<T, kJ + 1>(r.st);  // the same channel's next entry
           } else {
-            v = elem_bits<T, kE>(cur.x);
+            v = elem_bits<T, kE>(r.x);
           }
           word |= v << (16 * decltype(h)::value);
         });
         ns[i] = word;
       });
-      store_run<kStBytes>(cur.state, ns);
+      store_run<kStBytes>(r.state, ns);
     }
     store_run<kXBytes>(out, res);
-    cur = next;
+  };
+
+  // The first row's loads, then the weights' (their parameters' lines are fetched while those
+  // loads are in flight).
+  Row cur;
+  const int32_t b0 = int32_t(blockIdx.y);
+  if (kOneRow || b0 < a.batch) fetch(b0, cur);
+  WeightArgs wa = a.wa;
+  wa.w_dtype = a.w_dtype;  // (from the first line)
+  load_group_weights<kWidth, kC>(wa, wa.runs, c0, w, bias);
+  if constexpr (kOneRow) {
+    finish(b0, cur);
+  } else {
+    // (64-bit: b + gridDim.y may pass INT32_MAX.)
+    for (int64_t b = b0; b < a.batch; b += gridDim.y) {
+      Row next;
+      next.state = nullptr;
+      if (b + gridDim.y < a.batch) fetch(int32_t(b + gridDim.y), next);
+      finish(int32_t(b), cur);
+      cur = next;
+    }
   }
 }
 
@@ -282,6 +300,7 @@ int launch_update(const UpdateParams& p, const DeviceDesc& dev, void* stream) {
                           weight_args(p, weight_runs(p, kc))};
     return dispatch_dtype(p.x_dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
+      const bool one_row = p.batch <= tune.max_grid_y;
       const dim3 grid(ceil_div_u(p.dim / kc, tune.threads),
                       static_cast<unsigned>(std::min<int64_t>(p.batch, tune.max_grid_y)));
       const auto s = static_cast<Stream>(stream);
@@ -289,9 +308,11 @@ int launch_update(const UpdateParams& p, const DeviceDesc& dev, void* stream) {
         constexpr int kWidth = decltype(W)::value;
         return dispatch_bool(p.silu, [&](auto Silu) {
           return dispatch_bool(p.state_len == kWidth, [&](auto Full) {
-            update_decode_kernel<T, kWidth, decltype(Silu)::value, decltype(Full)::value ? kWidth : kWidth - 1>
-                <<<grid, tune.threads, 0, s>>>(args);
-            return launch_status();
+            return dispatch_bool(one_row, [&](auto One) {
+              update_decode_kernel<T, kWidth, decltype(Silu)::value, decltype(Full)::value ? kWidth : kWidth - 1,
+                                   decltype(One)::value><<<grid, tune.threads, 0, s>>>(args);
+              return launch_status();
+            });
           });
         });
       });
