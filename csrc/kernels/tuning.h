@@ -471,13 +471,16 @@ struct SeqMaskTuning {
 __host__ __device__ constexpr SeqMaskTuning seq_mask_tuning(ArchFamily) { return {256}; }
 
 // Decode update (update.hip, the single-token kernel): one batch row per block row, `threads`
-// threads each owning 4 bytes of channels (2 of 16-bit, 1 of fp32).
+// threads each owning 4 bytes of channels (2 of 16-bit, 1 of fp32), or 8 (wide_min_batch).
 struct UpdateTuning {
-  int threads;     // small blocks: at batch 1 the grid must still cover every CU
-  int occupancy;   // CC_LAUNCH_BOUNDS: NVIDIA blocks per SM, AMD waves per SIMD
-  int max_grid_y;  // batch rows in the grid: up to it a thread computes one row (update.hip's
-                   // kOneRow kernel); past it each thread loops over batch / max_grid_y rows with its
-                   // weights in registers and the next row's loads in flight
+  int threads;         // small blocks: at batch 1 the grid must still cover every CU
+  int occupancy;       // CC_LAUNCH_BOUNDS: NVIDIA blocks per SM, AMD waves per SIMD
+  int max_grid_y;      // batch rows in the grid: up to it a thread computes one row (update.hip's
+                       // kOneRow kernel); past it each thread loops over batch / max_grid_y rows with its
+                       // weights in registers and the next row's loads in flight
+  int wide_min_batch;  // from this batch up to max_grid_y a thread owns 8 bytes of channels, not 4
+                       // (0: never); where the layout allows (update.hip's decode_vector_bytes)
+  int wide_occupancy;  // CC_LAUNCH_BOUNDS' occupancy of those kernels
 };
 
 __host__ __device__ constexpr UpdateTuning update_tuning(ArchFamily f) {
@@ -488,21 +491,26 @@ __host__ __device__ constexpr UpdateTuning update_tuning(ArchFamily f) {
     // the loop or faster wherever both run (H200, bf16, CUDA graph, rotating buffers, one process,
     // max_grid_y 64 / 128 / batch: batch 96 5.58 / - / 5.50 us, 128 7.03 / 6.79, 256 11.96 /
     // 11.86 / 11.95, 512 21.68 / 21.33 / 21.96: one row a thread past 128 loses). 8 bytes of
-    // channels per thread (half the blocks) measured no better on the H200: 2.10 / 2.60 / 4.45 /
-    // 12.67 us against 1.90 / 2.47 / 4.56 / 12.15 at batch 1 / 16 / 64 / 256. More resident
-    // blocks do not help either (bench.py --quick --only update, two runs alike): 20 blocks (46
-    // registers) 1.92 / 2.45 / 4.54 / 12.16 us, 24 (40 registers, 8 bytes of spills) 1.90 / 2.45 /
-    // 4.81 / 13.15, against 1.88 / 2.43 / 4.51 / 12.02 at 16.
-    case ArchFamily::kNvidia: return {64, 16, 128};
+    // channels per thread (half the blocks, 12 of them an SM: 80 registers, no spills) pay where
+    // the device is full and every thread has one row: bf16 batch 1 / 16 / 64 / 128 / 256 1.92 /
+    // 2.41 / 4.29 / 6.83 / 11.97 us with 4 bytes, 2.10 / 2.59 / 4.09 / 6.47 / 11.85 with 8 (256:
+    // two rows a thread), fp32 batch 64 / 256 6.87 / 19.60 against 6.29 / 21.07 (one process,
+    // CUDA graph, rotating buffers, three rounds alike; 16 bytes at 8 blocks 2.19 / 2.70 / 4.65 /
+    // 7.31 / 12.13, fp32 6.69 / 21.60). More resident blocks do not help (bench.py --quick --only
+    // update, two runs alike): 20 blocks (46 registers) 1.92 / 2.45 / 4.54 / 12.16 us, 24 (40
+    // registers, 8 bytes of spills) 1.90 / 2.45 / 4.81 / 13.15, against 1.88 / 2.43 / 4.51 /
+    // 12.02 at 16.
+    case ArchFamily::kNvidia: return {64, 16, 128, 64, 12};
     // wave32: 64 threads = 2 waves per block, 64 blocks for 64 CUs at dim 8192, batch 1. 64 grid
     // rows (not measured on AMD): a gfx1201 has half the H200's compute units, so the loop takes
-    // over at half the batch.
-    case ArchFamily::kRdna4: return {64, 12, 64};
-    case ArchFamily::kRdna3: return {64, 12, 64};
+    // over at half the batch. 4 bytes of channels at every batch: the 8-byte form's gain was
+    // measured on the H200 only (its kernels compile empty where wide_min_batch is 0).
+    case ArchFamily::kRdna4: return {64, 12, 64, 0, 12};
+    case ArchFamily::kRdna3: return {64, 12, 64, 0, 12};
     // wave64: one wave per block, 304 CUs: more grid rows before a thread loops.
-    case ArchFamily::kCdna: return {64, 8, 128};
+    case ArchFamily::kCdna: return {64, 8, 128, 0, 8};
   }
-  return {64, 16, 64};
+  return {64, 16, 64, 0, 16};
 }
 
 // The general update kernel (update.hip: any layout, several tokens, circular states): off the

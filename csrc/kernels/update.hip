@@ -15,7 +15,8 @@
 // The common decode layout gets its own kernel, update_decode_kernel: one token, a shifted (not
 // circular) state, x and out with channels contiguous, a (lines, dim, state_len) contiguous state
 // with state_len = width - 1 or width. A thread owns 4 bytes of channels (kC = 2 of 16-bit, 1 of
-// fp32): its x and out are one 32-bit access each and its kC * state_len state entries are
+// fp32; 8 bytes at the batches update_tuning's wide_min_batch names): its x and out are one access
+// each and its kC * state_len state entries are
 // contiguous 32-bit words, moved in the widest aligned accesses (load_run / store_run); its
 // weights and bias, when contiguous, are one such run each instead of kC * (width + 1) element
 // loads. Blocks are small (tuning.h: at batch 1 the grid must still reach every
@@ -29,6 +30,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "causal_conv1d/dispatch.h"
 #include "causal_conv1d/gpu.h"
@@ -168,22 +170,34 @@ struct DecodeArgs {
 };
 static_assert(offsetof(DecodeArgs, out) == 48, "the row's fields fill the first 48 bytes");
 
+// The launch bounds of the kernels with kVB bytes of channels a thread.
+constexpr UpdateTuning decode_launch(ArchFamily f, int vb) {
+  UpdateTuning t = update_tuning(f);
+  if (vb == 8) t.occupancy = t.wide_occupancy;
+  return t;
+}
+
 // kS = state_len (width - 1 or width), fixed at compile time so the state stays in registers.
+// kVB: bytes of x a thread owns (4, or 8 with kOneRow: update_tuning's wide_min_batch).
 // kOneRow: the grid's rows cover the batch (batch <= max_grid_y), so a thread computes the one row
 // blockIdx.y and the batch loop, the next row's prefetch and their index math are compiled out.
 // H200, bf16, dim 8192, in a CUDA graph, buffers rotating over > 256 MB, the loop's form and this
 // one alternated in one process (peers/updab.py, three rounds alike): batch 1 / 2 / 4 / 16 / 64
 // 1.99 / 2.10 / 2.18 / 2.50 / 4.63 us -> 1.93 / 1.99 / 2.10 / 2.43 / 4.27 (the kernel 352 SASS
 // instructions against 536, the row's first load the 46th against the 65th).
-template <typename T, int kWidth, bool kSilu, int kS, bool kOneRow>
-__global__ void CC_LAUNCH_BOUNDS(update_tuning(kTargetFamily)) update_decode_kernel(DecodeArgs a) {
+template <typename T, int kWidth, bool kSilu, int kS, bool kOneRow, int kVB>
+__global__ void CC_LAUNCH_BOUNDS(decode_launch(kTargetFamily, kVB)) update_decode_kernel(DecodeArgs a) {
   constexpr UpdateTuning kTune = update_tuning(kTargetFamily);
   constexpr int kHalo = kWidth - 1;
   constexpr int kPerWord = 4 / int(sizeof(T));
-  constexpr int kC = kPerWord;            // channels per thread: 32 bits of x
-  constexpr int kXBytes = 4;              // x and out of one row
-  constexpr int kStBytes = kXBytes * kS;  // the thread's state entries of one row
+  constexpr int kXBytes = kVB;              // x and out of one row
+  constexpr int kC = kVB / int(sizeof(T));  // channels per thread
+  constexpr int kStBytes = kXBytes * kS;    // the thread's state entries of one row
   static_assert(kS == kHalo || kS == kHalo + 1, "state_len must be width - 1 or width");
+  static_assert(kVB == 4 || (kVB == 8 && kOneRow), "4 bytes of channels a thread, or 8 with one row");
+  // Families whose table never takes 8 bytes compile those kernels empty (gfx1201's fp32 ones had
+  // put an array in LDS).
+  if constexpr (kVB == 8 && kTune.wide_min_batch == 0) return;
   const int64_t c0 = (int64_t(blockIdx.x) * kTune.threads + threadIdx.x) * kC;
   if (c0 >= a.dim) return;  // the launcher guarantees dim % kC == 0
 
@@ -277,6 +291,19 @@ __global__ void CC_LAUNCH_BOUNDS(update_tuning(kTargetFamily)) update_decode_ker
   }
 }
 
+// Bytes of channels a thread owns in update_decode_kernel: 8 from update_tuning's wide_min_batch up
+// to its max_grid_y rows (one row a thread) where dim and every row's alignment allow 8-byte runs
+// (fits_decode_kernel guarantees 4), else 4.
+int decode_vector_bytes(const UpdateParams& p, const UpdateTuning& tune) {
+  if (tune.wide_min_batch == 0 || p.batch < tune.wide_min_batch || p.batch > tune.max_grid_y) return 4;
+  const int es = dtype_size(p.x_dtype), sa = run_access(int(8 * p.state_len));
+  const auto aligned = [](const void* ptr, int64_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; };
+  const bool fits = p.dim % (8 / es) == 0 && aligned(p.x, 8) && aligned(p.out, 8) && aligned(p.conv_state, sa) &&
+                    multiple_of(p.x_batch_stride * es, 8) && multiple_of(p.out_batch_stride * es, 8) &&
+                    multiple_of(p.state_batch_stride * es, sa);
+  return fits ? 8 : 4;
+}
+
 }  // namespace
 
 int launch_update(const UpdateParams& p, const DeviceDesc& dev, void* stream) {
@@ -285,7 +312,8 @@ int launch_update(const UpdateParams& p, const DeviceDesc& dev, void* stream) {
   const bool single = p.seqlen == 1;
   if (fits_decode_kernel(p)) {
     const UpdateTuning tune = update_tuning(dev.family);
-    const int kc = 4 / dtype_size(p.x_dtype);
+    const int vb = decode_vector_bytes(p, tune);
+    const int kc = vb / dtype_size(p.x_dtype);
     const DecodeArgs args{static_cast<int32_t>(p.dim),
                           static_cast<int32_t>(p.batch),
                           static_cast<int32_t>(p.num_cache_lines),
@@ -308,11 +336,14 @@ int launch_update(const UpdateParams& p, const DeviceDesc& dev, void* stream) {
         constexpr int kWidth = decltype(W)::value;
         return dispatch_bool(p.silu, [&](auto Silu) {
           return dispatch_bool(p.state_len == kWidth, [&](auto Full) {
-            return dispatch_bool(one_row, [&](auto One) {
-              update_decode_kernel<T, kWidth, decltype(Silu)::value, decltype(Full)::value ? kWidth : kWidth - 1,
-                                   decltype(One)::value><<<grid, tune.threads, 0, s>>>(args);
+            constexpr int kS = decltype(Full)::value ? kWidth : kWidth - 1;
+            auto launch = [&](auto one, auto vbytes) {
+              update_decode_kernel<T, kWidth, decltype(Silu)::value, kS, decltype(one)::value, decltype(vbytes)::value>
+                  <<<grid, tune.threads, 0, s>>>(args);
               return launch_status();
-            });
+            };
+            if (!one_row) return launch(std::false_type{}, Idx<4>{});
+            return vb == 8 ? launch(std::true_type{}, Idx<8>{}) : launch(std::true_type{}, Idx<4>{});
           });
         });
       });
