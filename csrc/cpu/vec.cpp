@@ -14,6 +14,9 @@
 // Clones are picked at load time through an ifunc (GCC, glibc).
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)
 #define CC_CPU_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+// The bf16 output pass's AVX512-BF16 variant (finish_bf16_cvt below), picked at run time.
+#define CC_HAVE_BF16_CVT 1
+#include <immintrin.h>
 #else
 #define CC_CPU_CLONES
 #endif
@@ -88,11 +91,65 @@ CC_VEC_INLINE float act(float a) {
 template <typename E>
 constexpr int kSiluDegree = std::is_same_v<E, F32> ? 6 : 4;
 
-// The output pass: out[i] = store(silu(y[i])) (or store(y[i])); y may be out itself for fp32.
-// For fp16 (no vector conversion) SiLU goes in place over y, then the conversion on its own.
+#if defined(CC_HAVE_BF16_CVT)
+// The bf16 output pass on CPUs with AVX512-BF16 (Intel Sapphire Rapids and later, AMD Zen 4 and
+// later): SiLU in place over y (vectorised by the compiler, as finish_t), then the rounding by
+// vcvtneps2bf16, one instruction for 16 lanes where the integer form (Bf16::store) takes five
+// plus the NaN select. The instruction rounds to nearest even as PyTorch does but treats denormal
+// inputs as zero and keeps a NaN's sign and payload, so a vector holding a NaN or a denormal
+// (vfpclassps, one test a vector) is rounded by Bf16::store instead: the same bits as the integer
+// form for every float (tests/cpp/test_cpu_vmath.cpp). The two loops take turns every kSub
+// outputs: one SiLU pass over a whole 512-output block and then its stores made the channel-last
+// bf16 forward 5-8% slower on rotated (DRAM-cold) buffers, its output stores coming in a burst;
+// at 128 a turn it is as fast as the integer form there. Intel Xeon VM (AVX512-BF16), 2 threads,
+// bf16 (2, 1024, 4096) SiLU + bias into out, alternated processes, three rounds (ms): L2/L3-hot
+// buffers cf 1.83-2.02 -> 1.73-1.83, cl 1.75-1.82 -> 1.59-1.66; rotated buffers the same within
+// the VM's spread (cf 2.36-2.55 / 2.33-2.62, cl 2.39-2.45 / 2.36-2.47). 512 L1-resident outputs:
+// 0.340-0.347 -> 0.293-0.296 ns an element (benchmarks/NOTES.md, forty-first session).
+__attribute__((target("arch=x86-64-v4,avx512bf16"), noinline)) void finish_bf16_cvt(float* __restrict y,
+                                                                                    uint16_t* __restrict out, int64_t n,
+                                                                                    bool silu) {
+  constexpr int64_t kSub = 128;
+  int64_t i = 0;
+  for (int64_t i0 = 0; i0 + 16 <= n; i0 += kSub) {
+    const int64_t i1 = i0 + kSub <= n ? i0 + kSub : n / 16 * 16;
+    if (silu) {
+#pragma omp simd
+      for (int64_t k = i0; k < i1; ++k) y[k] = vmath::silu<4>(y[k]);
+    }
+    for (i = i0; i < i1; i += 16) {
+      const __m512 v = _mm512_loadu_ps(y + i);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
+      if (__builtin_expect(_mm512_fpclass_ps_mask(v, 0xa1) != 0, 0))  // QNaN 0x01, denormal 0x20, SNaN 0x80
+        for (int j = 0; j < 16; ++j) out[i + j] = Bf16::store(y[i + j]);
+    }
+  }
+  if (silu) {
+    for (int64_t k = i; k < n; ++k) y[k] = vmath::silu<4>(y[k]);
+  }
+  for (; i < n; ++i) out[i] = Bf16::store(y[i]);
+}
+
+bool bf16_cvt_supported() {
+  static const bool kHave = __builtin_cpu_supports("avx512bf16");
+  return kHave;
+}
+#endif
+
+// The output pass: out[i] = store(silu(y[i])) (or store(y[i])); y may be out itself for fp32,
+// and is scratch (overwritten) for 16-bit outputs. For fp16 (no vector conversion) SiLU goes in
+// place over y, then the conversion on its own; bf16 takes finish_bf16_cvt where the CPU can.
 template <typename E, bool kSilu>
 CC_VEC_INLINE void finish_t(float* y, void* ov, int64_t n) {
   typename E::S* out = static_cast<typename E::S*>(ov);
+#if defined(CC_HAVE_BF16_CVT)
+  if constexpr (std::is_same_v<E, Bf16>) {
+    if (n >= 16 && bf16_cvt_supported()) {
+      finish_bf16_cvt(y, out, n, kSilu);
+      return;
+    }
+  }
+#endif
   if constexpr (!E::kVecStore) {
     if constexpr (kSilu) finish_t<F32, true>(y, y, n);
     for (int64_t i = 0; i < n; ++i) out[i] = E::store(y[i]);
@@ -685,10 +742,24 @@ CC_CPU_CLONES void widen(const void* src, DType t, float* dst, int64_t n){
 #undef CC_CALL
 }
 
-CC_CPU_CLONES void narrow(const float* src, DType t, void* dst, int64_t n) {
+CC_CPU_CLONES void narrow(const float* src, DType t, void* dst, int64_t n){
 #define CC_CALL(E) narrow_t<E>(src, dst, n)
+    CC_ELEM_SWITCH(t, CC_CALL, std::abort())
+#undef CC_CALL
+}
+
+CC_CPU_CLONES void finish_row(float* y, DType t, void* out, int64_t n, bool silu) {
+#define CC_CALL(E) silu ? finish_t<E, true>(y, out, n) : finish_t<E, false>(y, out, n)
   CC_ELEM_SWITCH(t, CC_CALL, std::abort())
 #undef CC_CALL
+}
+
+bool bf16_cvt_active() {
+#if defined(CC_HAVE_BF16_CVT)
+  return bf16_cvt_supported();
+#else
+  return false;
+#endif
 }
 
 }  // namespace causal_conv1d::cpu::vec

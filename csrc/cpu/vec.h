@@ -106,4 +106,11 @@ void dsilu_row(const float* y, const float* g, float* out, int64_t n);
 void widen(const void* src, DType t, float* dst, int64_t n);
 void narrow(const float* src, DType t, void* dst, int64_t n);
 
+// The kernels' output pass over a row, what the tests check it on: out[i] = act(y[i]) rounded to
+// t (as narrow), act SiLU (its exp of degree 4 for bf16 outputs; fp16 rows are finished as fp32
+// ones, degree 6, then converted) or the identity; y is overwritten. On CPUs with AVX512-BF16 (bf16_cvt_active) bf16
+// rows take its conversion instruction, with the integer rounding's results.
+void finish_row(float* y, DType t, void* out, int64_t n, bool silu);
+bool bf16_cvt_active();
+
 }  // namespace causal_conv1d::cpu::vec

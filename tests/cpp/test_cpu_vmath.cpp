@@ -315,6 +315,79 @@ TEST(CpuVec, SixteenBitRowsMatchScalarConversions) {
   std::printf("16-bit narrowing checked on %lld floats\n", static_cast<long long>(count));
 }
 
+// The kernels' output pass (vec::finish_row: SiLU or not, then the rounding) gives the bits of
+// silu_row and the scalar conversions for every dtype: on CPUs with AVX512-BF16 bf16 rows take
+// vcvtneps2bf16 with NaN and denormal vectors sent back to the integer rounding (0x7fc0 for every
+// NaN, denormals rounded as PyTorch rounds them), which this pins down. The inputs: the sweep,
+// dense runs of denormals, of rounding ties at several binades and of the overflow edge, and NaNs
+// of either sign with low payloads (whose integer rounding would carry into the sign), placed
+// alone and in vectors of ordinary values.
+TEST(CpuVec, OutputPassMatchesScalarRounding) {
+  using causal_conv1d::DType;
+  std::printf("bf16 rows: %s\n", vec::bf16_cvt_active() ? "AVX512-BF16 conversion" : "integer rounding");
+  std::vector<float> specials;
+  for (uint32_t b : {0x7fc00000u, 0xffc00000u, 0x7fffffffu, 0xffffffffu, 0x7f800001u, 0xff800001u, 0x7fc0ffffu,
+                     0x00000001u, 0x807fffffu, 0x7f7fffffu, 0xff7fffffu, 0x7f800000u, 0xff800000u, 0x3f808000u,
+                     0x3f818000u, 0x00008000u, 0x80018000u})
+    specials.push_back(causal_conv1d::bits_float(b));
+  int64_t count = 0;
+  auto check = [&](std::vector<float> xs) {
+    const int64_t n = int64_t(xs.size());
+    for (bool silu : {false, true}) {
+      std::vector<float> act(xs.size()), act4(xs.size());
+      if (silu) {
+        vec::silu_row(xs.data(), act.data(), n, 6);
+        vec::silu_row(xs.data(), act4.data(), n, 4);
+      } else {
+        act = act4 = xs;
+      }
+      for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+        std::vector<float> y = xs;
+        std::vector<uint32_t> out(xs.size());
+        vec::finish_row(y.data(), t, out.data(), n, silu);
+        for (int64_t i = 0; i < n; ++i) {
+          // want / got: the output's bits; NaN results compare by class (fp32, fp16: any NaN).
+          uint32_t want = 0, got = 0;
+          bool nan_ok = false;
+          if (t == DType::kFloat32) {
+            got = out[i];
+            want = causal_conv1d::float_bits(act[i]);
+            nan_ok = std::isnan(act[i]) && std::isnan(causal_conv1d::bits_float(got));
+          } else if (t == DType::kFloat16) {  // (finished as floats, degree 6, then converted)
+            got = reinterpret_cast<const uint16_t*>(out.data())[i];
+            want = causal_conv1d::float_to_half(act[i]);
+            nan_ok = std::isnan(act[i]) && (got & 0x7c00u) == 0x7c00u && (got & 0x3ffu) != 0;
+          } else {
+            got = reinterpret_cast<const uint16_t*>(out.data())[i];
+            want = std::isnan(act4[i]) ? 0x7fc0u : causal_conv1d::float_to_bf16(act4[i]);
+          }
+          if (got != want && !nan_ok) {
+            FAIL() << causal_conv1d::dtype_name(t) << (silu ? " silu" : "") << " of 0x" << std::hex
+                   << causal_conv1d::float_bits(xs[i]) << " at " << std::dec << i << ": got 0x" << std::hex << got
+                   << ", want 0x" << want;
+          }
+        }
+      }
+    }
+    count += int64_t(xs.size());
+  };
+  // Dense: denormals, ties and their neighbours around 1 and 2^-120, the overflow edge.
+  for_inputs({{-0x1p-126f, 0x1p-126f}, {0x1p-120f, 0x1.02p-120f}, {1.0f, 1.02f}, {0x1.fep127f, 0x1.fffffep127f}},
+             [&](const std::vector<float>& xs) {
+               if (!HasFatalFailure()) check(xs);
+             });
+  // Each special alone in a vector of ordinary values, at every lane of a 16-lane vector and in the tail.
+  for (float sp : specials)
+    for (int lane = 0; lane < 37; ++lane) {
+      std::vector<float> xs(37);
+      for (int i = 0; i < 37; ++i) xs[i] = 0.37f * float(i - 18);
+      xs[lane] = sp;
+      check(xs);
+      if (HasFatalFailure()) return;
+    }
+  std::printf("output pass checked on %lld floats\n", static_cast<long long>(count));
+}
+
 // The entry points taking a width run for 2, 3 and 4, and report any other width without writing
 // their outputs (no silent fallback to the width-4 code).
 TEST(CpuVec, UnsupportedWidthIsReportedAndWritesNothing) {
