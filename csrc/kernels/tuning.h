@@ -476,10 +476,10 @@ struct UpdateTuning {
   int threads;         // small blocks: at batch 1 the grid must still cover every CU
   int occupancy;       // CC_LAUNCH_BOUNDS: NVIDIA blocks per SM, AMD waves per SIMD
   int max_grid_y;      // batch rows in the grid: up to it a thread computes one row (update.hip's
-                       // kOneRow kernel); past it each thread loops over batch / max_grid_y rows with its
-                       // weights in registers and the next row's loads in flight
+                       // kOneRow kernel); past it each thread loops over ceil(batch / max_grid_y) rows
+                       // with its weights in registers and the next row's loads in flight
   int wide_min_batch;  // from this batch up to max_grid_y a thread owns 8 bytes of channels, not 4
-                       // (0: never); where the layout allows (update.hip's decode_vector_bytes)
+                       // (0: never); where the layout allows (update_routing.h's decode_vector_bytes)
   int wide_occupancy;  // CC_LAUNCH_BOUNDS' occupancy of those kernels
 };
 
@@ -512,6 +512,11 @@ __host__ __device__ constexpr UpdateTuning update_tuning(ArchFamily f) {
   }
   return {64, 16, 64, 0, 16};
 }
+static_assert(update_tuning(ArchFamily::kNvidia).wide_min_batch <= update_tuning(ArchFamily::kNvidia).max_grid_y &&
+                  update_tuning(ArchFamily::kRdna4).wide_min_batch <= update_tuning(ArchFamily::kRdna4).max_grid_y &&
+                  update_tuning(ArchFamily::kRdna3).wide_min_batch <= update_tuning(ArchFamily::kRdna3).max_grid_y &&
+                  update_tuning(ArchFamily::kCdna).wide_min_batch <= update_tuning(ArchFamily::kCdna).max_grid_y,
+              "the 8-byte decode kernels are one-row kernels: wide_min_batch within max_grid_y");
 
 // The general update kernel (update.hip: any layout, several tokens, circular states): off the
 // decode hot path, so one geometry for every family.

@@ -195,9 +195,12 @@ __global__ void CC_LAUNCH_BOUNDS(decode_launch(kTargetFamily, kVB)) update_decod
   constexpr int kStBytes = kXBytes * kS;    // the thread's state entries of one row
   static_assert(kS == kHalo || kS == kHalo + 1, "state_len must be width - 1 or width");
   static_assert(kVB == 4 || (kVB == 8 && kOneRow), "4 bytes of channels a thread, or 8 with one row");
-  // Families whose table never takes 8 bytes compile those kernels empty (gfx1201's fp32 ones had
-  // put an array in LDS).
-  if constexpr (kVB == 8 && kTune.wide_min_batch == 0) return;
+  // Families whose table never takes 8 bytes compile those kernels as a trap (gfx1201's fp32 ones
+  // had put an array in LDS): launching one there would be a launcher bug, not a silent no-op.
+  if constexpr (kVB == 8 && kTune.wide_min_batch == 0) {
+    __builtin_trap();
+    return;
+  }
   const int64_t c0 = (int64_t(blockIdx.x) * kTune.threads + threadIdx.x) * kC;
   if (c0 >= a.dim) return;  // the launcher guarantees dim % kC == 0
 
@@ -291,19 +294,6 @@ __global__ void CC_LAUNCH_BOUNDS(decode_launch(kTargetFamily, kVB)) update_decod
   }
 }
 
-// Bytes of channels a thread owns in update_decode_kernel: 8 from update_tuning's wide_min_batch up
-// to its max_grid_y rows (one row a thread) where dim and every row's alignment allow 8-byte runs
-// (fits_decode_kernel guarantees 4), else 4.
-int decode_vector_bytes(const UpdateParams& p, const UpdateTuning& tune) {
-  if (tune.wide_min_batch == 0 || p.batch < tune.wide_min_batch || p.batch > tune.max_grid_y) return 4;
-  const int es = dtype_size(p.x_dtype), sa = run_access(int(8 * p.state_len));
-  const auto aligned = [](const void* ptr, int64_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; };
-  const bool fits = p.dim % (8 / es) == 0 && aligned(p.x, 8) && aligned(p.out, 8) && aligned(p.conv_state, sa) &&
-                    multiple_of(p.x_batch_stride * es, 8) && multiple_of(p.out_batch_stride * es, 8) &&
-                    multiple_of(p.state_batch_stride * es, sa);
-  return fits ? 8 : 4;
-}
-
 }  // namespace
 
 int launch_update(const UpdateParams& p, const DeviceDesc& dev, void* stream) {
@@ -312,7 +302,8 @@ int launch_update(const UpdateParams& p, const DeviceDesc& dev, void* stream) {
   const bool single = p.seqlen == 1;
   if (fits_decode_kernel(p)) {
     const UpdateTuning tune = update_tuning(dev.family);
-    const int vb = decode_vector_bytes(p, tune);
+    // (4 whenever the batch loops: the loop's kernels take 4 bytes only.)
+    const int vb = decode_vector_bytes(p, tune.wide_min_batch, tune.max_grid_y);
     const int kc = vb / dtype_size(p.x_dtype);
     const DecodeArgs args{static_cast<int32_t>(p.dim),
                           static_cast<int32_t>(p.batch),

@@ -206,14 +206,17 @@ std::vector<UpdateCase> update_cases() {
         v.push_back({xt, types[(width + extra) % 3], width, 3, 64, 1, width - 1 + extra, false, extra == 1, true});
   // More batch rows than the decode kernel's grid has (64 or 128): each thread walks several rows
   // with its next row prefetched; small and odd-sized dims. Batch 64 / 65 and 128 / 129 on either
-  // side of the grids' rows (update_tuning's max_grid_y: one row a thread, then the loop); from
-  // batch 64 on NVIDIA a thread owns 8 bytes of channels where dim allows (36), 4 where not (34).
+  // side of the grids' rows (update_tuning's max_grid_y: one row a thread, then the loop). From
+  // batch 64 to 128 on NVIDIA a thread owns 8 bytes of channels where dim allows: dim 36 at widths
+  // 2, 3 and 4; dim 34 only for fp32 (16-bit keeps 4 bytes: 34 is not a multiple of 4 channels).
   for (DType xt : types)
     for (int indices = 0; indices < 2; ++indices) {
       v.push_back({xt, types[(indices + 1) % 3], 4, 150, 130, 1, 3, false, indices == 1, indices == 0});
       v.push_back({xt, xt, 2, 5, 2, 1, 2, false, indices == 1, true});
       for (int64_t batch : {64, 65, 128, 129})
         v.push_back({xt, xt, 3, batch, 36, 1, 2 + indices, false, indices == 1, true});
+      v.push_back({xt, types[indices], 4, 64, 36, 1, 3 + indices, false, indices == 1, indices == 0});
+      v.push_back({xt, xt, 2, 128, 36, 1, 1 + indices, false, indices == 1, true});
       v.push_back({xt, types[indices], 4, 64, 34, 1, 3 + indices, false, indices == 1, indices == 0});
     }
   // More channels than the CPU decode path's block (512).

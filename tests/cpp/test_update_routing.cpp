@@ -69,4 +69,49 @@ TEST(UpdateRouting, OtherLayoutsTakeTheGeneralKernel) {
   EXPECT_FALSE(fits_with([](UpdateParams& p) { p.cache_seqlens = lens; }));
 }
 
+// decode_vector_bytes: 8 bytes of channels a thread only inside [wide_min_batch, max_grid_y], and
+// only where dim is a whole number of 8-byte groups and every row's x, out and state runs are
+// aligned to their accesses (x / out 8 bytes; the state's 8 * state_len-byte runs 8 bytes for
+// state_len 3, 16 for 4); else 4, as when the table turns it off (0).
+TEST(UpdateRouting, EightByteChannelGroupsOnlyWhereTheyFit) {
+  using causal_conv1d::decode_vector_bytes;
+  auto vb = [](int64_t batch, auto set) {
+    UpdateParams p = decode_params();
+    p.batch = p.num_cache_lines = batch;
+    set(p);
+    EXPECT_TRUE(fits_decode_kernel(p));
+    return decode_vector_bytes(p, 64, 128);
+  };
+  auto none = [](UpdateParams&) {};
+  EXPECT_EQ(vb(63, none), 4);
+  EXPECT_EQ(vb(64, none), 8);
+  EXPECT_EQ(vb(128, none), 8);
+  EXPECT_EQ(vb(129, none), 4);  // the loop's batches
+  UpdateParams p = decode_params();
+  p.batch = 64;
+  EXPECT_EQ(decode_vector_bytes(p, 0, 128), 4);  // turned off
+  EXPECT_EQ(vb(64,
+               [](UpdateParams& q) {
+                 q.dim = 62, q.x_batch_stride = q.out_batch_stride = 62, q.state_batch_stride = 62 * 3;
+               }),
+            4);  // 62 bf16 channels: not whole groups of 4
+  EXPECT_EQ(vb(64, [](UpdateParams& q) { q.x = static_cast<const char*>(q.x) + 4; }), 4);
+  EXPECT_EQ(vb(64, [](UpdateParams& q) { q.out = static_cast<char*>(q.out) + 4; }), 4);
+  EXPECT_EQ(vb(64, [](UpdateParams& q) { q.x_batch_stride = 66; }), 4);    // 132 bytes a row
+  EXPECT_EQ(vb(64, [](UpdateParams& q) { q.out_batch_stride = 66; }), 4);  // (out's own stride)
+  EXPECT_EQ(vb(64, [](UpdateParams& q) { q.conv_state = static_cast<char*>(q.conv_state) + 4; }), 4);
+  EXPECT_EQ(vb(64, [](UpdateParams& q) { q.state_batch_stride = 64 * 3 + 2; }), 4);  // 388 bytes a line
+  // state_len 4 (= width): 32-byte runs a thread, in 16-byte accesses (as fits_decode_kernel's 16).
+  EXPECT_EQ(vb(64, [](UpdateParams& q) { q.state_len = q.state_c_stride = 4, q.state_batch_stride = 64 * 4; }), 8);
+  // fp32: 2 channels a group, so an odd dim stays at 4 bytes, an even one not a multiple of 4 takes 8.
+  auto f32 = [](int64_t dim) {
+    return [dim](UpdateParams& q) {
+      q.x_dtype = q.w_dtype = DType::kFloat32;
+      q.dim = q.x_batch_stride = q.out_batch_stride = dim, q.state_batch_stride = dim * 3;
+    };
+  };
+  EXPECT_EQ(vb(64, f32(62)), 8);
+  EXPECT_EQ(vb(64, f32(63)), 4);
+}
+
 }  // namespace

@@ -28,4 +28,18 @@ inline bool fits_decode_kernel(const UpdateParams& p) {
          multiple_of(p.state_batch_stride * es, sa);
 }
 
+// Bytes of channels a thread owns in update_decode_kernel, for a call fits_decode_kernel accepts
+// (which guarantees 4): 8 from wide_min_batch up to max_grid_y batch rows (update_tuning's fields:
+// one row a thread; 0 turns it off) where dim and every row's alignment allow 8-byte runs of x
+// and out and 8 * state_len-byte runs of the state, else 4.
+inline int decode_vector_bytes(const UpdateParams& p, int64_t wide_min_batch, int64_t max_grid_y) {
+  if (wide_min_batch == 0 || p.batch < wide_min_batch || p.batch > max_grid_y) return 4;
+  const int es = dtype_size(p.x_dtype), sa = run_access(int(8 * p.state_len));
+  const auto aligned = [](const void* ptr, int64_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; };
+  const bool fits = p.dim % (8 / es) == 0 && aligned(p.x, 8) && aligned(p.out, 8) && aligned(p.conv_state, sa) &&
+                    multiple_of(p.x_batch_stride * es, 8) && multiple_of(p.out_batch_stride * es, 8) &&
+                    multiple_of(p.state_batch_stride * es, sa);
+  return fits ? 8 : 4;
+}
+
 }  // namespace causal_conv1d
