@@ -14,4 +14,6 @@ CAUSAL_CONV1D_HOST_DEVICE constexpr int run_access(int bytes) { return bytes % 1
 
 inline bool multiple_of(int64_t v, int64_t k) { return v % k == 0; }
 
+inline bool aligned_to(const void* ptr, int64_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
+
 }  // namespace causal_conv1d

@@ -9,23 +9,27 @@
 
 namespace causal_conv1d {
 
+// Whether every row of a decode-layout call moves in runs of vb bytes of x / out and vb * state_len
+// bytes of state a thread: dim a whole number of vb-byte channel groups, pointers and batch strides
+// aligned to those runs' accesses.
+inline bool decode_runs_fit(const UpdateParams& p, int vb) {
+  const int es = dtype_size(p.x_dtype), sa = run_access(int(vb * p.state_len));
+  return p.dim % (vb / es) == 0 && aligned_to(p.x, vb) && aligned_to(p.out, vb) && aligned_to(p.conv_state, sa) &&
+         multiple_of(p.x_batch_stride * es, vb) && multiple_of(p.out_batch_stride * es, vb) &&
+         multiple_of(p.state_batch_stride * es, sa);
+}
+
 // Whether a single-token update has the layout update_decode_kernel needs (update.hip's comments
 // say why each part): 32 bits of x a thread over whole rows, the state channel-major and
 // contiguous, aligned runs, and the counts and batch strides the kernel keeps in 32-bit fields
 // (larger ones take the general kernel).
 inline bool fits_decode_kernel(const UpdateParams& p) {
-  const int es = dtype_size(p.x_dtype), kc = 4 / es;
   const int64_t S = p.state_len;
-  const auto aligned = [](const void* ptr, int64_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; };
-  const int xa = 4, sa = run_access(int(4 * S));
   // (DecodeArgs' 32-bit fields.)
   const auto i32 = [](int64_t v) { return v >= 0 && v <= INT32_MAX; };
   return i32(p.dim) && i32(p.batch) && i32(p.num_cache_lines) && i32(p.x_batch_stride) && i32(p.state_batch_stride) &&
-         p.seqlen == 1 && p.cache_seqlens == nullptr && (S == p.width - 1 || S == p.width) && p.dim % kc == 0 &&
-         p.x_c_stride == 1 && p.out_c_stride == 1 && p.state_l_stride == 1 && p.state_c_stride == S &&
-         aligned(p.x, xa) && aligned(p.out, xa) && aligned(p.conv_state, sa) &&
-         multiple_of(p.x_batch_stride * es, xa) && multiple_of(p.out_batch_stride * es, xa) &&
-         multiple_of(p.state_batch_stride * es, sa);
+         p.seqlen == 1 && p.cache_seqlens == nullptr && (S == p.width - 1 || S == p.width) && p.x_c_stride == 1 &&
+         p.out_c_stride == 1 && p.state_l_stride == 1 && p.state_c_stride == S && decode_runs_fit(p, 4);
 }
 
 // Bytes of channels a thread owns in update_decode_kernel, for a call fits_decode_kernel accepts
@@ -34,12 +38,7 @@ inline bool fits_decode_kernel(const UpdateParams& p) {
 // and out and 8 * state_len-byte runs of the state, else 4.
 inline int decode_vector_bytes(const UpdateParams& p, int64_t wide_min_batch, int64_t max_grid_y) {
   if (wide_min_batch == 0 || p.batch < wide_min_batch || p.batch > max_grid_y) return 4;
-  const int es = dtype_size(p.x_dtype), sa = run_access(int(8 * p.state_len));
-  const auto aligned = [](const void* ptr, int64_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; };
-  const bool fits = p.dim % (8 / es) == 0 && aligned(p.x, 8) && aligned(p.out, 8) && aligned(p.conv_state, sa) &&
-                    multiple_of(p.x_batch_stride * es, 8) && multiple_of(p.out_batch_stride * es, 8) &&
-                    multiple_of(p.state_batch_stride * es, sa);
-  return fits ? 8 : 4;
+  return decode_runs_fit(p, 8) ? 8 : 4;
 }
 
 }  // namespace causal_conv1d
