@@ -223,9 +223,23 @@ int fwd_rows_channel_first_vec(const FwdParams& p, int64_t row_begin, int64_t ro
 // (vec::conv_cols_bf16), so their loads overlap its arithmetic. (Rows of 2 KB or less prefetched
 // whole before a call gained nothing on the dev machine, AMD EPYC, benchmarks/NOTES.md,
 // twenty-first session; spread through the call, bf16 (2, 1024, 4096) into out on an Intel Xeon
-// VM 3.34-3.57 -> 2.85-3.08 ms, (1, 4096, 2048) unchanged, fp32 rows 0-5% slower, so not for them:
-// thirty-ninth session.)
+// VM 3.34-3.57 -> 2.85-3.08 ms, (1, 4096, 2048) unchanged, fp32 rows 0-5% slower there: thirty-ninth
+// session.) fp32 rows read in place (vec::conv_cols) are prefetched so on AMD CPUs only
+// (prefetch_fp32_cols).
 constexpr int64_t kTimeBlock = 512;
+
+// Whether fp32 rows read in place prefetch the next call's rows: on AMD CPUs. Channel-last fp32
+// (2, 1024, 4096) / (1, 4096, 2048) into out on the dev machine (AMD EPYC, AVX-512, 2 threads)
+// 2.26 / 2.15 -> 2.13 / 1.98 ms with it (medians of 8 alternated processes; bf16 unchanged); on an
+// Intel Xeon VM 0-5% slower (benchmarks/NOTES.md, thirty-ninth and forty-second sessions).
+bool prefetch_fp32_cols() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static const bool kAmd = __builtin_cpu_is("amd");
+  return kAmd;
+#else
+  return false;
+#endif
+}
 
 int fwd_tasks_channel_last_vec(const FwdParams& p, const ClTasks& tasks, int64_t task_begin, int64_t task_end) {
   const int halo = p.width - 1;
@@ -237,6 +251,7 @@ int fwd_tasks_channel_last_vec(const FwdParams& p, const ClTasks& tasks, int64_t
   // (vec::conv_cols_bf16), except where a step's window reaches before t = 0 (float rows there).
   const bool direct_bf16 = p.x_dtype == DType::kBFloat16 && p.x_c_stride == 1;
   const bool direct_out = p.out_c_stride == 1;
+  const bool prefetch_fp32 = prefetch_fp32_cols();
   const int esize = dtype_size(p.x_dtype);
   std::vector<float> wt(kMaxWidth * kLd), bias(kB), before((kMaxWidth - 1) * kLd);
   std::vector<float> ring(direct_x ? 0 : (kMaxWidth - 1 + kS) * kLd), obuf(direct_out ? 0 : kS * kLd);
@@ -286,7 +301,7 @@ int fwd_tasks_channel_last_vec(const FwdParams& p, const ClTasks& tasks, int64_t
       const DType ot = direct_out ? p.x_dtype : DType::kFloat32;
       // The rows of the next call (when read in place): prefetched while this one computes.
       const void* next[kS] = {};
-      const bool prefetch = steps == kS && direct_bf16;
+      const bool prefetch = steps == kS && (direct_bf16 || (direct_x && prefetch_fp32));
       for (int s = 0; prefetch && s < kS && t + kS + s < p.seqlen; ++s)
         next[s] = static_cast<const char*>(p.x) + (x_off + (t + kS + s) * p.x_l_stride) * esize;
       int status;
@@ -300,7 +315,8 @@ int fwd_tasks_channel_last_vec(const FwdParams& p, const ClTasks& tasks, int64_t
         load_rows(t, t + steps);
         const float* win[kMaxWidth - 1 + kS];
         for (int k = 0; k < halo + steps; ++k) win[k] = row_of(t - halo + k);
-        status = vec::conv_cols(win, outs, ot, steps, nc, wt.data(), kLd, p.width, bias.data(), p.silu);
+        status = vec::conv_cols(win, outs, ot, steps, nc, wt.data(), kLd, p.width, bias.data(), p.silu,
+                                prefetch ? next : nullptr);
       }
       if (status != kSuccess) return status;
       if (!direct_out) {

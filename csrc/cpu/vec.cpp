@@ -645,9 +645,8 @@ CC_CPU_CLONES int conv_row_padded(const float* xp, void* out, DType t, int64_t n
     for (int s = 0; s < steps; ++s) CC_CALL_S(E, 1, s, nullptr); \
   }
 CC_CPU_CLONES int conv_cols(const float* const* rows, void* const* outs, DType t, int steps, int64_t n, const float* wt,
-                            int64_t ld, int width, const float* bias, bool silu) {
+                            int64_t ld, int width, const float* bias, bool silu, const void* const* next) {
   using In = F32;
-  const void* const* next = nullptr;
   CC_WIDTH_SWITCH(width, CC_CALL)
 }
 

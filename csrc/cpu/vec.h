@@ -48,10 +48,10 @@ namespace causal_conv1d::cpu::vec {
 // rows (4 steps: 4 + width - 1): dev machine (AMD EPYC, AVX-512), 2 threads, into out, bf16 dims
 // 1024 / 2048 / 4096 1.53-1.72 / 1.59-1.67 / 1.40-1.53 ms -> 1.47-1.58 / 1.36-1.40 / 1.24-1.33 at
 // (2, 1024, 4096) / (1, 2048, 4096) / (1, 4096, 2048); fp32, the same and two more shapes,
-// 2.13-2.36 -> 2.05-2.13 ms.
+// 2.13-2.36 -> 2.05-2.13 ms. next: as conv_cols_bf16's (float rows).
 constexpr int kMaxColSteps = 8;
 [[nodiscard]] int conv_cols(const float* const* rows, void* const* outs, DType t, int steps, int64_t n, const float* wt,
-                            int64_t ld, int width, const float* bias, bool silu);
+                            int64_t ld, int width, const float* bias, bool silu, const void* const* next = nullptr);
 // The same with bf16 input rows (bits in uint16_t), widened inside the loop: x's own rows where its
 // channels are contiguous, with no widened copy of them. next: null, or (for a call of kMaxColSteps
 // steps) kMaxColSteps bf16 rows, null entries skipped, whose channels [0, n) are prefetched while

@@ -441,4 +441,54 @@ TEST(CpuVec, UnsupportedWidthIsReportedAndWritesNothing) {
   }
 }
 
+// The channel-last step functions with the next call's rows to prefetch (conv_cols for fp32 rows on
+// AMD CPUs, conv_cols_bf16 everywhere) take a blockwise path for the taps; their outputs must not
+// depend on it: every output dtype, with and without SiLU, widths 2-4, channels that end in a
+// partial block, bitwise against the same call without prefetching.
+TEST(CpuVec, ColumnPrefetchLeavesOutputsUnchanged) {
+  using causal_conv1d::DType;
+  using causal_conv1d::kSuccess;
+  constexpr int kS = vec::kMaxColSteps, kRows = kS + 3;
+  constexpr int64_t n = 1100, ld = n + 4;
+  std::vector<float> xf(kRows * n), wt(4 * ld), bias(n);
+  std::vector<uint16_t> xb(kRows * n);
+  uint32_t seed = 12345u;
+  auto next_float = [&] {
+    seed = seed * 1664525u + 1013904223u;
+    return float(int32_t(seed >> 8) - (1 << 23)) * 0x1p-21f;  // [-4, 4)
+  };
+  for (size_t i = 0; i < xf.size(); ++i) {
+    xb[i] = causal_conv1d::float_to_bf16(next_float());
+    xf[i] = causal_conv1d::bf16_to_float(xb[i]);
+  }
+  for (float& v : wt) v = 0.25f * next_float();
+  for (float& v : bias) v = next_float();
+  const std::vector<float> ahead(kS * n, 1.0f);  // the "next call's" rows
+  const void* next[kS];
+  for (int s = 0; s < kS; ++s) next[s] = s == 3 ? nullptr : ahead.data() + s * n;  // (null entries skipped)
+  for (DType t : {DType::kFloat32, DType::kBFloat16, DType::kFloat16})
+    for (int width : {2, 3, 4})
+      for (bool silu : {false, true})
+        for (bool bf16_rows : {false, true}) {
+          SCOPED_TRACE("out dtype " + std::to_string(int(t)) + ", width " + std::to_string(width) +
+                       (silu ? ", SiLU" : "") + (bf16_rows ? ", bf16 rows" : ", float rows"));
+          const int esize = t == DType::kFloat32 ? 4 : 2;
+          std::vector<uint8_t> plain(kS * n * esize), fetched(kS * n * esize, 0xab);
+          auto run = [&](std::vector<uint8_t>& out, const void* const* nx) {
+            void* outs[kS];
+            for (int s = 0; s < kS; ++s) outs[s] = out.data() + s * n * esize;
+            const float* rf[kRows];
+            const uint16_t* rb[kRows];
+            for (int k = 0; k < kRows; ++k) rf[k] = xf.data() + k * n, rb[k] = xb.data() + k * n;
+            return bf16_rows
+                       ? vec::conv_cols_bf16(rb + 4 - width, outs, t, kS, n, wt.data(), ld, width, bias.data(), silu,
+                                             nx)
+                       : vec::conv_cols(rf + 4 - width, outs, t, kS, n, wt.data(), ld, width, bias.data(), silu, nx);
+          };
+          ASSERT_EQ(run(plain, nullptr), kSuccess);
+          ASSERT_EQ(run(fetched, next), kSuccess);
+          EXPECT_EQ(fetched, plain);
+        }
+}
+
 }  // namespace
