@@ -268,6 +268,13 @@ __host__ __device__ constexpr BwdCfTuning bwd_cf_tuning(ArchFamily f) {
     // 381.7); at (8, 4096, 4096) / (4, 5376, 8192) states 399.7 / 516.0 against 400.8 / 543,
     // deterministic 392.0 / 508.8 against 395.5 / 543, seq_idx (8 sequences a row) 408.5 / 531.9
     // against 403.3 / 525.3 (+1.3%, kept for the others) (benchmarks/NOTES.md, thirty-first session).
+    // fp32's L2 prefetch distance on its own (the same 16-byte vectors, half the arithmetic an
+    // iteration), each in its own build, two rounds of alternated processes, (1, 8192, 16384) / (4,
+    // 5376, 8192) / (8, 4096, 4096) / (2, 8192, 1024): 2 ahead 393.5 / 508.2 / 387.1 / 55.0 us, 0
+    // 414.8 / 538.3 / 411.2 / 56.7, 1 400.1 / 516.0 / 393.7 / 55.3, 3 411.7 / 540.2 / 411.6 / 55.3
+    // (against 392.0 / 507.8 / 388.1 / 55.0 with 2 in that run), 4 439.3 / 566.3 / 432.3 / 56.1
+    // (upstream 402.3 / 505.9 / 383.3 / 54.9), so both dtypes keep 2 (benchmarks/NOTES.md,
+    // forty-second session).
     // The states pass stores whole 32-byte sectors of dx at a row's ends (the W - 1 positions it
     // corrects and the rest of their sector, recomputed). Its W - 1-element stores were most of
     // what it added to the call: bf16 (8, 4096, 4096), one process, the plain walk 207 us, +11
@@ -471,16 +478,19 @@ struct SeqMaskTuning {
 __host__ __device__ constexpr SeqMaskTuning seq_mask_tuning(ArchFamily) { return {256}; }
 
 // Decode update (update.hip, the single-token kernel): one batch row per block row, `threads`
-// threads each owning 4 bytes of channels (2 of 16-bit, 1 of fp32), or 8 (wide_min_batch).
+// threads each owning 4 bytes of channels (2 of 16-bit, 1 of fp32), or 8 (wide_min_batch,
+// wide_loop_16bit).
 struct UpdateTuning {
-  int threads;         // small blocks: at batch 1 the grid must still cover every CU
-  int occupancy;       // CC_LAUNCH_BOUNDS: NVIDIA blocks per SM, AMD waves per SIMD
-  int max_grid_y;      // batch rows in the grid: up to it a thread computes one row (update.hip's
-                       // kOneRow kernel); past it each thread loops over ceil(batch / max_grid_y) rows
-                       // with its weights in registers and the next row's loads in flight
-  int wide_min_batch;  // from this batch up to max_grid_y a thread owns 8 bytes of channels, not 4
-                       // (0: never); where the layout allows (update_routing.h's decode_vector_bytes)
-  int wide_occupancy;  // CC_LAUNCH_BOUNDS' occupancy of those kernels
+  int threads;           // small blocks: at batch 1 the grid must still cover every CU
+  int occupancy;         // CC_LAUNCH_BOUNDS: NVIDIA blocks per SM, AMD waves per SIMD
+  int max_grid_y;        // batch rows in the grid: up to it a thread computes one row (update.hip's
+                         // kOneRow kernel); past it each thread loops over ceil(batch / max_grid_y) rows
+                         // with its weights in registers and the next row's loads in flight
+  int wide_min_batch;    // from this batch up to max_grid_y a thread owns 8 bytes of channels, not 4
+                         // (0: never); where the layout allows (update_routing.h's decode_vector_bytes)
+  int wide_occupancy;    // CC_LAUNCH_BOUNDS' occupancy of those kernels
+  bool wide_loop_16bit;  // past max_grid_y (the batch loop) 16-bit x takes 8 bytes of channels a
+                         // thread too, where the layout allows; fp32 keeps 4
 };
 
 __host__ __device__ constexpr UpdateTuning update_tuning(ArchFamily f) {
@@ -499,18 +509,23 @@ __host__ __device__ constexpr UpdateTuning update_tuning(ArchFamily f) {
     // 7.31 / 12.13, fp32 6.69 / 21.60). More resident blocks do not help (bench.py --quick --only
     // update, two runs alike): 20 blocks (46 registers) 1.92 / 2.45 / 4.54 / 12.16 us, 24 (40
     // registers, 8 bytes of spills) 1.90 / 2.45 / 4.81 / 13.15, against 1.88 / 2.43 / 4.51 /
-    // 12.02 at 16.
-    case ArchFamily::kNvidia: return {64, 16, 128, 64, 12};
+    // 12.02 at 16. In the batch loop (past 128 rows) 8 bytes pay for 16-bit x but not for fp32
+    // (two rounds of alternated processes, each form its own build, CUDA graph, rotating buffers):
+    // bf16 batch 129 / 256 / 512 6.80 / 11.50-11.51 / 20.93-20.96 -> 6.63-6.64 / 11.36-11.37 /
+    // 19.85-19.91 us, fp16 256 12.07-12.08 -> 11.57-11.61 (64-74 registers at 12 blocks, no
+    // spills; benchmarks/NOTES.md, forty-second session); fp32 256 19.60 with 4 bytes against 21.07
+    // with 8 (forty-first session), hence wide_loop_16bit.
+    case ArchFamily::kNvidia: return {64, 16, 128, 64, 12, true};
     // wave32: 64 threads = 2 waves per block, 64 blocks for 64 CUs at dim 8192, batch 1. 64 grid
     // rows (not measured on AMD): a gfx1201 has half the H200's compute units, so the loop takes
-    // over at half the batch. 4 bytes of channels at every batch: the 8-byte form's gain was
-    // measured on the H200 only (its kernels compile empty where wide_min_batch is 0).
-    case ArchFamily::kRdna4: return {64, 12, 64, 0, 12};
-    case ArchFamily::kRdna3: return {64, 12, 64, 0, 12};
+    // over at half the batch. 4 bytes of channels at every batch: the 8-byte forms' gains were
+    // measured on the H200 only (their kernels compile as a trap where the table never takes them).
+    case ArchFamily::kRdna4: return {64, 12, 64, 0, 12, false};
+    case ArchFamily::kRdna3: return {64, 12, 64, 0, 12, false};
     // wave64: one wave per block, 304 CUs: more grid rows before a thread loops.
-    case ArchFamily::kCdna: return {64, 8, 128, 0, 8};
+    case ArchFamily::kCdna: return {64, 8, 128, 0, 8, false};
   }
-  return {64, 16, 64, 0, 16};
+  return {64, 16, 64, 0, 16, false};
 }
 static_assert(update_tuning(ArchFamily::kNvidia).wide_min_batch <= update_tuning(ArchFamily::kNvidia).max_grid_y &&
                   update_tuning(ArchFamily::kRdna4).wide_min_batch <= update_tuning(ArchFamily::kRdna4).max_grid_y &&

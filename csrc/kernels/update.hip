@@ -15,7 +15,7 @@
 // The common decode layout gets its own kernel, update_decode_kernel: one token, a shifted (not
 // circular) state, x and out with channels contiguous, a (lines, dim, state_len) contiguous state
 // with state_len = width - 1 or width. A thread owns 4 bytes of channels (kC = 2 of 16-bit, 1 of
-// fp32; 8 bytes at the batches update_tuning's wide_min_batch names): its x and out are one access
+// fp32; 8 bytes at the batches update_tuning's wide_min_batch and wide_loop_16bit name): its x and out are one access
 // each and its kC * state_len state entries are
 // contiguous 32-bit words, moved in the widest aligned accesses (load_run / store_run); its
 // weights and bias, when contiguous, are one such run each instead of kC * (width + 1) element
@@ -178,7 +178,8 @@ constexpr UpdateTuning decode_launch(ArchFamily f, int vb) {
 }
 
 // kS = state_len (width - 1 or width), fixed at compile time so the state stays in registers.
-// kVB: bytes of x a thread owns (4, or 8 with kOneRow: update_tuning's wide_min_batch).
+// kVB: bytes of x a thread owns (4, or 8: update_tuning's wide_min_batch with kOneRow, its
+// wide_loop_16bit without).
 // kOneRow: the grid's rows cover the batch (batch <= max_grid_y), so a thread computes the one row
 // blockIdx.y and the batch loop, the next row's prefetch and their index math are compiled out.
 // H200, bf16, dim 8192, in a CUDA graph, buffers rotating over > 256 MB, the loop's form and this
@@ -194,11 +195,17 @@ __global__ void CC_LAUNCH_BOUNDS(decode_launch(kTargetFamily, kVB)) update_decod
   constexpr int kC = kVB / int(sizeof(T));  // channels per thread
   constexpr int kStBytes = kXBytes * kS;    // the thread's state entries of one row
   static_assert(kS == kHalo || kS == kHalo + 1, "state_len must be width - 1 or width");
-  static_assert(kVB == 4 || (kVB == 8 && kOneRow), "4 bytes of channels a thread, or 8 with one row");
-  // Families whose table never takes 8 bytes compile those kernels as a trap (gfx1201's fp32 ones
-  // had put an array in LDS): launching one there would be a launcher bug, not a silent no-op.
-  if constexpr (kVB == 8 && kTune.wide_min_batch == 0) {
+  static_assert(kVB == 4 || kVB == 8, "4 or 8 bytes of channels a thread");
+  // Kernels the table never takes (8 bytes on families without them, fp32 in the loop) compile as a
+  // trap (gfx1201's fp32 ones had put an array in LDS): launching one would be a launcher bug, not
+  // a silent no-op.
+  constexpr bool kTaken = kVB == 4 || (kOneRow ? kTune.wide_min_batch != 0 : kTune.wide_loop_16bit && sizeof(T) == 2);
+  if constexpr (!kTaken) {
+#if CAUSAL_CONV1D_BACKEND_CUDA
+    __trap();
+#else
     __builtin_trap();
+#endif
     return;
   }
   const int64_t c0 = (int64_t(blockIdx.x) * kTune.threads + threadIdx.x) * kC;
@@ -302,8 +309,7 @@ int launch_update(const UpdateParams& p, const DeviceDesc& dev, void* stream) {
   const bool single = p.seqlen == 1;
   if (fits_decode_kernel(p)) {
     const UpdateTuning tune = update_tuning(dev.family);
-    // (4 whenever the batch loops: the loop's kernels take 4 bytes only.)
-    const int vb = decode_vector_bytes(p, tune.wide_min_batch, tune.max_grid_y);
+    const int vb = decode_vector_bytes(p, tune.wide_min_batch, tune.max_grid_y, tune.wide_loop_16bit);
     const int kc = vb / dtype_size(p.x_dtype);
     const DecodeArgs args{static_cast<int32_t>(p.dim),
                           static_cast<int32_t>(p.batch),
@@ -333,7 +339,7 @@ int launch_update(const UpdateParams& p, const DeviceDesc& dev, void* stream) {
                   <<<grid, tune.threads, 0, s>>>(args);
               return launch_status();
             };
-            if (!one_row) return launch(std::false_type{}, Idx<4>{});
+            if (!one_row) return vb == 8 ? launch(std::false_type{}, Idx<8>{}) : launch(std::false_type{}, Idx<4>{});
             return vb == 8 ? launch(std::true_type{}, Idx<8>{}) : launch(std::true_type{}, Idx<4>{});
           });
         });

@@ -207,8 +207,9 @@ std::vector<UpdateCase> update_cases() {
   // More batch rows than the decode kernel's grid has (64 or 128): each thread walks several rows
   // with its next row prefetched; small and odd-sized dims. Batch 64 / 65 and 128 / 129 on either
   // side of the grids' rows (update_tuning's max_grid_y: one row a thread, then the loop). From
-  // batch 64 to 128 on NVIDIA a thread owns 8 bytes of channels where dim allows: dim 36 at widths
-  // 2, 3 and 4; dim 34 only for fp32 (16-bit keeps 4 bytes: 34 is not a multiple of 4 channels).
+  // batch 64 on NVIDIA a thread owns 8 bytes of channels where dim allows (in the loop, past 128,
+  // 16-bit x only): dim 36 at widths 2, 3 and 4; dim 34 only for fp32 up to 128 (16-bit keeps 4
+  // bytes: 34 is not a multiple of 4 channels).
   for (DType xt : types)
     for (int indices = 0; indices < 2; ++indices) {
       v.push_back({xt, types[(indices + 1) % 3], 4, 150, 130, 1, 3, false, indices == 1, indices == 0});
@@ -218,6 +219,9 @@ std::vector<UpdateCase> update_cases() {
       v.push_back({xt, types[indices], 4, 64, 36, 1, 3 + indices, false, indices == 1, indices == 0});
       v.push_back({xt, xt, 2, 128, 36, 1, 1 + indices, false, indices == 1, true});
       v.push_back({xt, types[indices], 4, 64, 34, 1, 3 + indices, false, indices == 1, indices == 0});
+      v.push_back({xt, types[indices], 4, 129, 36, 1, 3 + indices, false, indices == 1, indices == 0});
+      v.push_back({xt, xt, 2, 300, 36, 1, 1 + indices, false, indices == 1, true});
+      v.push_back({xt, xt, 3, 129, 34, 1, 2 + indices, false, indices == 1, true});
     }
   // More channels than the CPU decode path's block (512).
   for (DType xt : types) v.push_back({xt, DType::kFloat32, 4, 9, 1100, 1, 3, false, xt == DType::kFloat16, true});

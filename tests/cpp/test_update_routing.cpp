@@ -69,9 +69,9 @@ TEST(UpdateRouting, OtherLayoutsTakeTheGeneralKernel) {
   EXPECT_FALSE(fits_with([](UpdateParams& p) { p.cache_seqlens = lens; }));
 }
 
-// decode_vector_bytes: 8 bytes of channels a thread only inside [wide_min_batch, max_grid_y], and
-// only where dim is a whole number of 8-byte groups and every row's x, out and state runs are
-// aligned to their accesses (x / out 8 bytes; the state's 8 * state_len-byte runs 8 bytes for
+// decode_vector_bytes: 8 bytes of channels a thread only inside [wide_min_batch, max_grid_y] or, for
+// 16-bit x, past max_grid_y (wide_loop_16bit), and only where dim is a whole number of 8-byte groups and every row's x,
+// out and state runs are aligned to their accesses (x / out 8 bytes; the state's 8 * state_len-byte runs 8 bytes for
 // state_len 3, 16 for 4); else 4, as when the table turns it off (0).
 TEST(UpdateRouting, EightByteChannelGroupsOnlyWhereTheyFit) {
   using causal_conv1d::decode_vector_bytes;
@@ -80,16 +80,18 @@ TEST(UpdateRouting, EightByteChannelGroupsOnlyWhereTheyFit) {
     p.batch = p.num_cache_lines = batch;
     set(p);
     EXPECT_TRUE(fits_decode_kernel(p));
-    return decode_vector_bytes(p, 64, 128);
+    return decode_vector_bytes(p, 64, 128, true);
   };
   auto none = [](UpdateParams&) {};
   EXPECT_EQ(vb(63, none), 4);
   EXPECT_EQ(vb(64, none), 8);
   EXPECT_EQ(vb(128, none), 8);
-  EXPECT_EQ(vb(129, none), 4);  // the loop's batches
+  EXPECT_EQ(vb(129, none), 8);  // the loop's batches: 16-bit x (wide_loop_16bit)
   UpdateParams p = decode_params();
   p.batch = 64;
-  EXPECT_EQ(decode_vector_bytes(p, 0, 128), 4);  // turned off
+  EXPECT_EQ(decode_vector_bytes(p, 0, 128, true), 4);  // turned off
+  p.batch = 129;
+  EXPECT_EQ(decode_vector_bytes(p, 64, 128, false), 4);  // the loop's turned off
   EXPECT_EQ(vb(64,
                [](UpdateParams& q) {
                  q.dim = 62, q.x_batch_stride = q.out_batch_stride = 62, q.state_batch_stride = 62 * 3;
@@ -112,6 +114,8 @@ TEST(UpdateRouting, EightByteChannelGroupsOnlyWhereTheyFit) {
   };
   EXPECT_EQ(vb(64, f32(62)), 8);
   EXPECT_EQ(vb(64, f32(63)), 4);
+  EXPECT_EQ(vb(129, f32(64)), 4);                                                           // fp32 loops with 4 bytes
+  EXPECT_EQ(vb(129, [](UpdateParams& q) { q.x = static_cast<const char*>(q.x) + 4; }), 4);  // misaligned, loop
 }
 
 }  // namespace

@@ -33,12 +33,15 @@ inline bool fits_decode_kernel(const UpdateParams& p) {
 }
 
 // Bytes of channels a thread owns in update_decode_kernel, for a call fits_decode_kernel accepts
-// (which guarantees 4): 8 from wide_min_batch up to max_grid_y batch rows (update_tuning's fields:
-// one row a thread; 0 turns it off) where dim and every row's alignment allow 8-byte runs of x
-// and out and 8 * state_len-byte runs of the state, else 4.
-inline int decode_vector_bytes(const UpdateParams& p, int64_t wide_min_batch, int64_t max_grid_y) {
-  if (wide_min_batch == 0 || p.batch < wide_min_batch || p.batch > max_grid_y) return 4;
-  return decode_runs_fit(p, 8) ? 8 : 4;
+// (which guarantees 4): 8 where dim and every row's alignment allow 8-byte runs of x and out and
+// 8 * state_len-byte runs of the state, and the batch is one update_tuning names for them: from
+// wide_min_batch up to max_grid_y (one row a thread; wide_min_batch 0 turns it off), or past
+// max_grid_y (the batch loop) for 16-bit x when wide_loop_16bit; else 4.
+inline int decode_vector_bytes(const UpdateParams& p, int64_t wide_min_batch, int64_t max_grid_y,
+                               bool wide_loop_16bit) {
+  const bool wide = p.batch > max_grid_y ? wide_loop_16bit && dtype_size(p.x_dtype) == 2
+                                         : wide_min_batch != 0 && p.batch >= wide_min_batch;
+  return wide && decode_runs_fit(p, 8) ? 8 : 4;
 }
 
 }  // namespace causal_conv1d
