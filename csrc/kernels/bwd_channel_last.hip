@@ -41,6 +41,8 @@
 // multiples of kC (one peel of m channels then fits every row); otherwise kC = 1.
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
+#include <type_traits>
 
 #include "bwd_common.h"
 #include "causal_conv1d/dispatch.h"
@@ -157,7 +159,17 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_row<kRow>(kTargetFami
   const uint32_t b = g.tblocks_div.div(rest), tb = rest - b * g.tblocks;
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   // Until the first loads are requested, only g's leading fields are read (BwdClGrid).
-  const int64_t L = g.seqlen, D = g.dim;
+  // Time and channel indices, and offsets inside a batch row: 32-bit in the re-balanced kernels
+  // (the smallest grids, whose warps' fixed work outweighs their few steps), which bwd_cl_grid
+  // picks only where every such offset fits (rows_fit_int32). H200, bf16 in a CUDA graph, the
+  // 64-bit form alternated in one run: (1, 4096, 256) / (4, 2048, 128) / (1, 8192, 256) / (1,
+  // 4096, 64) / (1, 16384, 128) 6.74-6.75 / 7.46-7.48 / 8.77-8.79 / 5.76 / 9.74-9.76 -> 6.67-6.71 /
+  // 7.35-7.36 / 8.66-8.68 / 5.58 / 9.58-9.59 us, fp16 (1, 4096, 256) 7.42-7.44 -> 7.30-7.35; the
+  // first load request moved from the 179th instruction to the 116th (sm_90; benchmarks/NOTES.md,
+  // forty-second session).
+  constexpr bool kIdx32 = kRow == kClRowRebalanced;
+  using I = std::conditional_t<kIdx32, int32_t, int64_t>;
+  const I L = I(g.seqlen), D = I(g.dim);
   const T* xb = static_cast<const T*>(g.x) + int64_t(b) * g.x_batch_stride;
   const T* gb = static_cast<const T*>(g.dout) + int64_t(b) * g.dout_batch_stride;
   T* dxb = static_cast<T*>(g.dx) + int64_t(b) * g.dx_batch_stride;
@@ -170,16 +182,25 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_row<kRow>(kTargetFami
   };
   const bool want_dinit = !kSeqIdx && g.want_dinit;
   const bool want_dfin = !kSeqIdx && g.want_dfin;
-  const int64_t c0 = (int64_t(cb) * kWarpSize + lane) * kC - misalignment<T, kC>(xb);
+  const I c0 = (I(cb) * kWarpSize + lane) * kC - misalignment<T, kC>(xb);
   const bool whole_c = c0 >= 0 && c0 + kC <= D;
+  // Row t of a tensor at channel c0 (ls: its time stride): one 32-bit offset in the re-balanced
+  // kernels; the others keep the 64-bit form.
+  auto row_at = [&](auto* base, I t, int64_t ls) {
+    if constexpr (kIdx32) {
+      return base + (t * I(ls) + c0);
+    } else {
+      return base + t * ls + c0;
+    }
+  };
   // This warp's range [t_begin, t_end), walked from t_end - 1 down to t_lo.
-  const int64_t t_begin = (int64_t(tb) * kWarps + warp) * g.steps;
-  const int64_t t_end = min(t_begin + g.steps, L);
-  const int64_t t_lo = t_begin == 0 && want_dinit ? -kHalo : t_begin;
+  const I t_begin = (I(tb) * kWarps + warp) * g.steps;
+  const I t_end = min(I(t_begin + g.steps), L);
+  const I t_lo = t_begin == 0 && want_dinit ? I(-kHalo) : t_begin;
   const int n = t_end > t_lo ? int(t_end - t_lo) : 0;
   // Step s (t = t_end - 1 - s) loads x row t - kHalo (inside the tensor while s < n_x) and dout row
   // t (while s < n_g); its dx is one store when s < n_g, whole_c and, with dfinal_states, s >= s_fin.
-  auto clamp_n = [&](int64_t v) { return int(min(max(v, int64_t(0)), int64_t(n))); };
+  auto clamp_n = [&](I v) { return int(min(max(v, I(0)), I(n))); };
   const int n_x = clamp_n(t_end - kHalo);
   const int n_g = clamp_n(t_end);
   const int s_fin = want_dfin ? clamp_n(t_end - (L - kHalo)) : 0;
@@ -197,17 +218,17 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_row<kRow>(kTargetFami
   };
 
   using Row = Packed<T, kC>;
-  auto x_row = [&](int64_t t) {
-    if (t >= 0 && t < L && whole_c) return load_packed<T, kC>(xb + t * g.x_l_stride + c0);
+  auto x_row = [&](I t) {
+    if (t >= 0 && t < L && whole_c) return load_packed<T, kC>(row_at(xb, t, g.x_l_stride));
     return load_row_edge<T, kC, kHalo>(xb, init_b(), L, D, g.x_l_stride, f.init_c_stride, f.init_l_stride, c0, t);
   };
-  auto g_row = [&](int64_t t) {
-    if (t >= 0 && t < L && whole_c) return load_packed<T, kC>(gb + t * g.dout_l_stride + c0);
+  auto g_row = [&](I t) {
+    if (t >= 0 && t < L && whole_c) return load_packed<T, kC>(row_at(gb, t, g.dout_l_stride));
     return load_row_edge<T, kC, kHalo>(gb, nullptr, L, D, g.dout_l_stride, 0, 0, c0, t);
   };
   // seq_idx: the mask byte of row t (bwd_common.h), 0 outside [0, L).
   const uint8_t* masks = kSeqIdx ? seq_masks_of(p, g.ws, b) : nullptr;
-  auto mask_at = [&](int64_t t) -> uint32_t {
+  auto mask_at = [&](I t) -> uint32_t {
     if constexpr (kSeqIdx) {
       return t >= 0 && t < L ? masks[t] : 0u;
     } else {
@@ -232,16 +253,16 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_row<kRow>(kTargetFami
   // are generic; [s_a, s_b) loads and stores whole rows only, with `ring` steps loaded ahead.
   const int s_a = s_fin;
   const int s_b = whole_c ? max(n_x, s_a) : s_a;
-  const int m = s_b - s_a;                                               // fast-range steps
-  const T* x_next = xb + (t_end - 1 - kHalo - s_a) * g.x_l_stride + c0;  // x row of the next load
-  const T* g_next = gb + (t_end - 1 - s_a) * g.dout_l_stride + c0;
-  int64_t t_next = t_end - 1 - s_a;  // dout row of the next load (for its mask)
+  const int m = s_b - s_a;                                              // fast-range steps
+  const T* x_next = row_at(xb, t_end - 1 - kHalo - s_a, g.x_l_stride);  // x row of the next load
+  const T* g_next = row_at(gb, t_end - 1 - s_a, g.dout_l_stride);
+  I t_next = t_end - 1 - s_a;  // dout row of the next load (for its mask)
   auto load = [&](Slot& sl) {
     sl.x = load_packed<T, kC>(x_next);
     sl.g = load_packed<T, kC>(g_next);
     sl.mk = kSeqIdx ? masks[t_next] : 0u;  // (t_next is inside [0, L) on the fast range)
-    x_next -= g.x_l_stride;
-    g_next -= g.dout_l_stride;
+    x_next -= I(g.x_l_stride);
+    g_next -= I(g.dout_l_stride);
     --t_next;
   };
   Slot ring[kAsync > 0 ? 1 : kRing];
@@ -259,8 +280,8 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_row<kRow>(kTargetFami
     constexpr uint32_t kRowBytes = kWarpSize * sizeof(uint32_t);
     cp_async4(stage0 + j * 2 * kRowBytes, x_next);
     cp_async4(stage0 + (j * 2 + 1) * kRowBytes, g_next);
-    x_next -= g.x_l_stride;
-    g_next -= g.dout_l_stride;
+    x_next -= I(g.x_l_stride);
+    g_next -= I(g.dout_l_stride);
   };
 #endif
   // The first kAhead steps' rows. On NVIDIA the stages are filled before the window's rows are
@@ -305,11 +326,11 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_row<kRow>(kTargetFami
       // last ranges took the element paths, 3 (width - 1) out-of-line calls in a row, each
       // waiting for its loads: ncu, H200, (1, 4096, 256), those warps held up their blocks'
       // partial at the barrier.)
-      const T* xr = xb + (t_end - kHalo) * g.x_l_stride + c0;
-      const T* gr = gb + t_end * g.dout_l_stride + c0;
+      const T* xr = row_at(xb, t_end - kHalo, g.x_l_stride);
+      const T* gr = row_at(gb, t_end, g.dout_l_stride);
       static_for<kHalo>([&](auto j) {
         xw[j] = load_packed<T, kC>(xr);
-        xr += g.x_l_stride;
+        xr += I(g.x_l_stride);
       });
       static_for<kHalo>([&](auto j) {
         static_for<Row::kWords>([&](auto i) { ahead[j].w[i] = gah[j].w[i] = 0; });
@@ -318,8 +339,8 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_row<kRow>(kTargetFami
           gah[j] = load_packed<T, kC>(gr);
         }
         mah[j] = mask_at(t_end + j);
-        xr += g.x_l_stride;
-        gr += g.dout_l_stride;
+        xr += I(g.x_l_stride);
+        gr += I(g.dout_l_stride);
       });
     } else {
       static_for<kHalo>([&](auto j) {
@@ -460,11 +481,11 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_row<kRow>(kTargetFami
       }
     });
   };
-  auto dx_at = [&](int s) { return dxb + (t_end - 1 - s) * g.dx_l_stride + c0; };
+  auto dx_at = [&](int s) { return row_at(dxb, t_end - 1 - s, g.dx_l_stride); };
   // Steps with an edge (any row or store that is not whole), one at a time.
   auto generic = [&](int s_begin, int s_stop) CC_INLINE_LAMBDA {
     for (int s = s_begin; s < s_stop; ++s) {
-      const int64_t t = t_end - 1 - s;
+      const I t = t_end - 1 - s;
       const Slot cur{x_row(t - kHalo), g_row(t), mask_at(t)};
       step(BoolC<true>{}, BoolC<kSeqIdx>{}, IntC<kSlide>{}, s, cur, dx_at(s));
     }
@@ -550,7 +571,7 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_row<kRow>(kTargetFami
         if (kWhole || r + kRing < m) load(ring[kJ]);
         step(BoolC<false>{}, masked, rot, s_a + r, cur, dx_row);
       }
-      dx_row -= g.dx_l_stride;
+      dx_row -= I(g.dx_l_stride);
     };
     if constexpr (kRename) {
       // kU steps an iteration bring the ring and the renamed windows back to their first
@@ -633,6 +654,15 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_row<kRow>(kTargetFami
 
 }  // namespace
 
+// Whether the re-balanced kernels' 32-bit indices hold every time and channel index and every
+// offset inside a batch row of x, dout and dx (rows from width - 1 before 0 to seqlen).
+bool rows_fit_int32(const BwdParams& p) {
+  const FwdParams& f = p.f;
+  const int64_t ls = std::max({std::abs(f.x_l_stride), std::abs(p.dout_l_stride), std::abs(p.dx_l_stride)});
+  return f.seqlen <= INT32_MAX / 2 && f.dim <= INT32_MAX / 2 &&
+         (f.seqlen + kMaxWidth) * ls + f.dim + kMaxWidth <= INT32_MAX;
+}
+
 BwdClGrid bwd_cl_grid(const BwdParams& p, const DeviceDesc& dev) {
   const FwdParams& f = p.f;
   const BwdClTuning tune = bwd_cl_tuning(dev.family);
@@ -679,8 +709,9 @@ BwdClGrid bwd_cl_grid(const BwdParams& p, const DeviceDesc& dev) {
   g.threads = g.wide ? tune.wide_threads : tune.threads;
   warps = g.threads / wave;
   // Ranges shortened to the floor (the smallest grids): re-balanced over as many wide blocks as
-  // keep the grid within wide_blocks_per_cu a CU, at least wide_min_steps a range (tuning.h).
-  if (g.wide && steps <= tune.min_steps && tune.wide_blocks_per_cu > 0) {
+  // keep the grid within wide_blocks_per_cu a CU, at least wide_min_steps a range (tuning.h),
+  // by kernels with 32-bit indices where those hold them (small grids are small rows).
+  if (g.wide && steps <= tune.min_steps && tune.wide_blocks_per_cu > 0 && rows_fit_int32(p)) {
     const int64_t cap = std::max<int64_t>(1, int64_t(tune.wide_blocks_per_cu) * dev.cu_count / (f.batch * cblocks));
     const int64_t most =
         std::max<int64_t>(1, (f.seqlen + tune.wide_min_steps * warps - 1) / (tune.wide_min_steps * warps));
