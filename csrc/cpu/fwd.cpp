@@ -300,6 +300,7 @@ int fwd_tasks_channel_last_vec(const FwdParams& p, const ClTasks& tasks, int64_t
                              : static_cast<void*>(obuf.data() + s * kLd);
       const DType ot = direct_out ? p.x_dtype : DType::kFloat32;
       // The rows of the next call (when read in place): prefetched while this one computes.
+      // (bf16 rows for conv_cols_bf16, fp32 rows for conv_cols: each only with its own dtype's.)
       const void* next[kS] = {};
       const bool prefetch = steps == kS && (direct_bf16 || (direct_x && prefetch_fp32));
       for (int s = 0; prefetch && s < kS && t + kS + s < p.seqlen; ++s)
@@ -316,7 +317,7 @@ int fwd_tasks_channel_last_vec(const FwdParams& p, const ClTasks& tasks, int64_t
         const float* win[kMaxWidth - 1 + kS];
         for (int k = 0; k < halo + steps; ++k) win[k] = row_of(t - halo + k);
         status = vec::conv_cols(win, outs, ot, steps, nc, wt.data(), kLd, p.width, bias.data(), p.silu,
-                                prefetch ? next : nullptr);
+                                prefetch && direct_x ? next : nullptr);
       }
       if (status != kSuccess) return status;
       if (!direct_out) {

@@ -41,7 +41,6 @@
 // multiples of kC (one peel of m channels then fits every row); otherwise kC = 1.
 #include <algorithm>
 #include <climits>
-#include <cstdlib>
 #include <type_traits>
 
 #include "bwd_common.h"
@@ -654,14 +653,20 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_row<kRow>(kTargetFami
 
 }  // namespace
 
+namespace {
+
 // Whether the re-balanced kernels' 32-bit indices hold every time and channel index and every
-// offset inside a batch row of x, dout and dx (rows from width - 1 before 0 to seqlen).
+// offset inside a batch row of x, dout and dx: rows from 2 (width - 1) before 0 (a range's first
+// load with dfinal_states, at seqlen 1) to seqlen, channels to dim plus a vector.
 bool rows_fit_int32(const BwdParams& p) {
   const FwdParams& f = p.f;
-  const int64_t ls = std::max({std::abs(f.x_l_stride), std::abs(p.dout_l_stride), std::abs(p.dx_l_stride)});
-  return f.seqlen <= INT32_MAX / 2 && f.dim <= INT32_MAX / 2 &&
-         (f.seqlen + kMaxWidth) * ls + f.dim + kMaxWidth <= INT32_MAX;
+  const int64_t lo = std::min({f.x_l_stride, p.dout_l_stride, p.dx_l_stride});
+  const int64_t ls = std::max({f.x_l_stride, p.dout_l_stride, p.dx_l_stride});
+  if (lo < 0 || f.seqlen > INT32_MAX / 2 || f.dim > INT32_MAX / 2) return false;
+  return ls <= (INT32_MAX - f.dim - kMaxWidth) / (f.seqlen + 2 * kMaxWidth);
 }
+
+}  // namespace
 
 BwdClGrid bwd_cl_grid(const BwdParams& p, const DeviceDesc& dev) {
   const FwdParams& f = p.f;

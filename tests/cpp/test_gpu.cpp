@@ -450,8 +450,10 @@ TEST(GpuEntryChecks, ForwardSeqIdxWorkspace) {
 // the floor, and keeps them (8 time blocks of wide blocks).
 // The backward's partial slots for dense (B, D, L) tensors at width 4 under NVIDIA's tuning row
 // on 132 SMs, from the deterministic workspace (slots x D x (width + 1) floats). Null pointers, no
-// launch: no GPU needed. l_stride: the time stride of x, dout and dx (0: dense).
-int64_t nvidia_bwd_slots(DType t, bool channel_last, int64_t B, int64_t D, int64_t L, int64_t l_stride = 0) {
+// launch: no GPU needed. l_stride: the time stride of x, dout and dx (0: dense); dx_l_stride: dx's
+// alone (0: as the others).
+int64_t nvidia_bwd_slots(DType t, bool channel_last, int64_t B, int64_t D, int64_t L, int64_t l_stride = 0,
+                         int64_t dx_l_stride = 0) {
   causal_conv1d::DeviceDesc dev;
   dev.family = causal_conv1d::ArchFamily::kNvidia, dev.cu_count = 132, dev.wave_size = 32;
   causal_conv1d::BwdParams b;
@@ -459,6 +461,7 @@ int64_t nvidia_bwd_slots(DType t, bool channel_last, int64_t B, int64_t D, int64
   b.f.x_dtype = b.f.w_dtype = t;
   b.f.x_batch_stride = b.dout_batch_stride = b.dx_batch_stride = D * L;
   b.f.x_l_stride = b.dout_l_stride = b.dx_l_stride = l_stride > 0 ? l_stride : channel_last ? D : 1;
+  if (dx_l_stride > 0) b.dx_l_stride = dx_l_stride;
   b.f.x_c_stride = b.dout_c_stride = b.dx_c_stride = channel_last ? 1 : L;
   b.deterministic = true;
   int64_t elems = -1;
@@ -467,15 +470,17 @@ int64_t nvidia_bwd_slots(DType t, bool channel_last, int64_t B, int64_t D, int64
 }
 
 // The re-balanced kernels index a batch row in 32 bits, so a grid whose rows' offsets would not fit
-// there (time stride 2^23: (256 + 4) rows of it pass 2^31) stays at the floor.
+// there (time stride 2^23: (256 + 8) rows of it pass 2^31), in any of x, dout and dx, stays at the
+// floor.
 TEST(GpuEntryChecks, ChannelLastBackwardSmallGridIsRebalanced) {
-  auto slots = [](int64_t seqlen, int64_t l_stride = 0) {
-    return nvidia_bwd_slots(DType::kBFloat16, true, 1, 4096, seqlen, l_stride);
+  auto slots = [](int64_t seqlen, int64_t l_stride = 0, int64_t dx_l_stride = 0) {
+    return nvidia_bwd_slots(DType::kBFloat16, true, 1, 4096, seqlen, l_stride, dx_l_stride);
   };
   EXPECT_EQ(slots(256), 6);
   EXPECT_EQ(slots(1024), 8);
   EXPECT_EQ(slots(256, int64_t(1) << 22), 6);
   EXPECT_EQ(slots(256, int64_t(1) << 23), 4);
+  EXPECT_EQ(slots(256, 0, int64_t(1) << 23), 4);
 }
 
 // fp32 x takes its own strip and range lengths from NVIDIA's tuning row (max_iters_fp32 12 against
