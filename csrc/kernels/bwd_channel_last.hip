@@ -127,9 +127,13 @@ __host__ __device__ constexpr BwdClTuning bwd_cl_row(ArchFamily f) {
                                   : bwd_cl_tuning(f);
 }
 
+// The kernels' first parameter: the re-balanced ones take BwdClArgs32 (bwd_common.h).
+template <int kRow>
+using BwdClKernelArgs = std::conditional_t<kRow == kClRowRebalanced, BwdClArgs32, BwdClGrid>;
+
 template <typename T, int kWidth, int kC, bool kSilu, bool kSeqIdx, int kRow>
 __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_row<kRow>(kTargetFamily), kSeqIdx))
-    bwd_channel_last_kernel(BwdClGrid g, BwdParams p) {
+    bwd_channel_last_kernel(BwdClKernelArgs<kRow> g, BwdParams p) {
   constexpr BwdClTuning kTune = bwd_cl_row<kRow>(kTargetFamily);
   constexpr int kRing = kTune.ring;
 #if defined(__HIP_DEVICE_COMPILE__)  // (a HIP host pass sees NVIDIA's row: no target is known there)
@@ -151,27 +155,42 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_row<kRow>(kTargetFami
   __shared__ float red[kWarps][kWidth + 1][kC][kWarpSize];
 
   const FwdParams& f = p.f;
-  // (Divisions by the launch's counts as a multiply-high each: an integer division is ~20 issued
-  // instructions, a short range's warp ~1200 in all.)
-  const uint32_t rest = g.cblocks_div.div(blockIdx.x);
-  const uint32_t cb = blockIdx.x - rest * g.cblocks;
-  const uint32_t b = g.tblocks_div.div(rest), tb = rest - b * g.tblocks;
-  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-  // Until the first loads are requested, only g's leading fields are read (BwdClGrid).
-  // Time and channel indices, and offsets inside a batch row: 32-bit in the re-balanced kernels
-  // (the smallest grids, whose warps' fixed work outweighs their few steps), which bwd_cl_grid
-  // picks only where every such offset fits (rows_fit_int32). H200, bf16 in a CUDA graph, the
+  // Time and channel indices and every offset: 32-bit in the re-balanced kernels (the smallest
+  // grids, whose warps' fixed work outweighs their few steps), which bwd_cl_grid picks only where
+  // they fit (offsets_fit_int32). H200, bf16 in a CUDA graph, the
   // 64-bit form alternated in one run: (1, 4096, 256) / (4, 2048, 128) / (1, 8192, 256) / (1,
   // 4096, 64) / (1, 16384, 128) 6.74-6.75 / 7.46-7.48 / 8.77-8.79 / 5.76 / 9.74-9.76 -> 6.67-6.71 /
   // 7.35-7.36 / 8.66-8.68 / 5.58 / 9.58-9.59 us, fp16 (1, 4096, 256) 7.42-7.44 -> 7.30-7.35; the
   // first load request moved from the 179th instruction to the 116th (sm_90; benchmarks/NOTES.md,
-  // forty-second session).
+  // forty-second session). Their arguments are then BwdClArgs32 (one parameter line before the first
+  // load request instead of two, a (channel, time, batch) grid without index divisions, the weights'
+  // fields in the second line instead of a third), with the bias loaded beside the weights: the
+  // first load request the 83rd instruction, and (ncu) 20 constant-cache stall samples of 568
+  // against 43 of 605. Same GPU and form, alternated (peers/kb, forty-third session): bf16 (1, 4096,
+  // 256) / (4, 2048, 128) / (1, 8192, 256) / (1, 4096, 64) / (8, 1024, 256) / (1, 16384, 128)
+  // 6.76-6.80 / 7.27-7.31 / 8.54-8.61 / 5.13-5.15 / 9.54-9.55 / 9.05-9.08 -> 6.68-6.71 / 7.25-7.27 /
+  // 8.46-8.52 / 5.02-5.06 / 9.42-9.49 / 8.93-8.98 us, fp16 (1, 4096, 256) 6.96-7.01 -> 6.53-6.59
+  // (its bias had been loaded only after the weights were converted: two latencies in a row), fp32
+  // unchanged (7.34-7.40).
   constexpr bool kIdx32 = kRow == kClRowRebalanced;
+  static_assert(!kIdx32 || !kSeqIdx, "re-balanced grids are the wide blocks', which seq_idx does not take");
   using I = std::conditional_t<kIdx32, int32_t, int64_t>;
+  // Until the first loads are requested, only g's leading fields are read (BwdClGrid, BwdClArgs32).
+  uint32_t cb, tb, b;
+  if constexpr (kIdx32) {
+    cb = blockIdx.x, tb = blockIdx.y, b = blockIdx.z;
+  } else {
+    // (Divisions by the launch's counts as a multiply-high each: an integer division is ~20 issued
+    // instructions, a short range's warp ~1200 in all.)
+    const uint32_t rest = g.cblocks_div.div(blockIdx.x);
+    cb = blockIdx.x - rest * g.cblocks;
+    b = g.tblocks_div.div(rest), tb = rest - b * g.tblocks;
+  }
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   const I L = I(g.seqlen), D = I(g.dim);
-  const T* xb = static_cast<const T*>(g.x) + int64_t(b) * g.x_batch_stride;
-  const T* gb = static_cast<const T*>(g.dout) + int64_t(b) * g.dout_batch_stride;
-  T* dxb = static_cast<T*>(g.dx) + int64_t(b) * g.dx_batch_stride;
+  const T* xb = static_cast<const T*>(g.x) + I(b) * I(g.x_batch_stride);
+  const T* gb = static_cast<const T*>(g.dout) + I(b) * I(g.dout_batch_stride);
+  T* dxb = static_cast<T*>(g.dx) + I(b) * I(g.dx_batch_stride);
   // The states' batch rows, used only on the edge paths (computed there from the params, so no
   // register holds them across the walk). seq_idx never comes with states (the torch layer rejects
   // it).
@@ -209,7 +228,17 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_row<kRow>(kTargetFami
   // in front of every warp's first data request (ncu, H200, (1, 4096, 256): the warps' first stall).
   float w[kWidth][kC], bias[kC];
   auto load_weights = [&] {
-    if (whole_c) {
+    if constexpr (kIdx32) {
+      // Runs from g's second line, the bias's load issued with the weights' (kTogether: one memory
+      // latency, not two in a row, in front of the window's dy); otherwise element by element from
+      // p (what runs mean fills the strides: weight (dim, width) rows, a contiguous bias).
+      if (whole_c && g.runs.w_run && (g.runs.b_run || g.bias == nullptr)) {
+        const WeightArgs wa{g.weight, g.bias, DType(g.w_dtype), g.runs, kWidth, 1, 1};
+        load_group_weights<kWidth, kC, true>(wa, g.runs, c0, w, bias);
+      } else {
+        load_edge_weights<kWidth, kC>(f, c0, D, w, bias);
+      }
+    } else if (whole_c) {
       load_group_weights<kWidth, kC>(g.wa, g.wa.runs, c0, w, bias);
     } else {
       load_edge_weights<kWidth, kC>(g.wa, c0, D, w, bias);
@@ -226,7 +255,8 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_row<kRow>(kTargetFami
     return load_row_edge<T, kC, kHalo>(gb, nullptr, L, D, g.dout_l_stride, 0, 0, c0, t);
   };
   // seq_idx: the mask byte of row t (bwd_common.h), 0 outside [0, L).
-  const uint8_t* masks = kSeqIdx ? seq_masks_of(p, g.ws, b) : nullptr;
+  const uint8_t* masks = nullptr;
+  if constexpr (kSeqIdx) masks = seq_masks_of(p, g.ws, b);
   auto mask_at = [&](I t) -> uint32_t {
     if constexpr (kSeqIdx) {
       return t >= 0 && t < L ? masks[t] : 0u;
@@ -641,13 +671,20 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_row<kRow>(kTargetFami
       return;
     }
   }
+  auto time_blocks = [&]() -> int64_t {
+    if constexpr (kIdx32) {
+      return gridDim.y;
+    } else {
+      return g.tblocks;
+    }
+  };
   for (int q = warp; q < (kWidth + 1) * kC; q += kWarps) {
     const int k = q / kC, e = q - k * kC;
     const int64_t ch = c0 + e;
     if (ch < 0 || ch >= D) continue;
     float total = red[0][k][e][lane];
     for (int v = 1; v < kWarps; ++v) total += red[v][k][e][lane];
-    emit_partial_term<kWidth>(p, int64_t(b) * g.tblocks + tb, ch, k, total);
+    emit_partial_term<kWidth>(p, int64_t(b) * time_blocks() + tb, ch, k, total);
   }
 }
 
@@ -655,15 +692,25 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_row<kRow>(kTargetFami
 
 namespace {
 
+constexpr int64_t kMaxGridYZ = 65535;  // a launch's grid y and z (CUDA and HIP)
+
 // Whether the re-balanced kernels' 32-bit indices hold every time and channel index and every
-// offset inside a batch row of x, dout and dx: rows from 2 (width - 1) before 0 (a range's first
-// load with dfinal_states, at seqlen 1) to seqlen, channels to dim plus a vector.
-bool rows_fit_int32(const BwdParams& p) {
+// offset of x, dout and dx from their base (BwdClArgs32): batch rows to batch - 1, time rows from
+// 2 (width - 1) before 0 (a range's first load with dfinal_states, at seqlen 1) to seqlen, channels
+// to dim plus a vector; and whether their grid's z holds the batch.
+bool offsets_fit_int32(const BwdParams& p) {
   const FwdParams& f = p.f;
-  const int64_t lo = std::min({f.x_l_stride, p.dout_l_stride, p.dx_l_stride});
-  const int64_t ls = std::max({f.x_l_stride, p.dout_l_stride, p.dx_l_stride});
-  if (lo < 0 || f.seqlen > INT32_MAX / 2 || f.dim > INT32_MAX / 2) return false;
-  return ls <= (INT32_MAX - f.dim - kMaxWidth) / (f.seqlen + 2 * kMaxWidth);
+  if (f.seqlen > INT32_MAX / 2 || f.dim > INT32_MAX / 2 || f.batch > kMaxGridYZ) return false;
+  const int64_t room = INT32_MAX - f.dim - kMaxWidth;  // for the batch and time offsets
+  const int64_t strides[3][2] = {
+      {f.x_batch_stride, f.x_l_stride}, {p.dout_batch_stride, p.dout_l_stride}, {p.dx_batch_stride, p.dx_l_stride}};
+  for (const auto& st : strides) {
+    const int64_t bs = st[0], ls = st[1];
+    if (bs < 0 || ls < 0 || ls > room / (f.seqlen + 2 * kMaxWidth)) return false;
+    const int64_t rows = ls * (f.seqlen + 2 * kMaxWidth);
+    if (f.batch > 1 && bs > (room - rows) / (f.batch - 1)) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -716,13 +763,16 @@ BwdClGrid bwd_cl_grid(const BwdParams& p, const DeviceDesc& dev) {
   // Ranges shortened to the floor (the smallest grids): re-balanced over as many wide blocks as
   // keep the grid within wide_blocks_per_cu a CU, at least wide_min_steps a range (tuning.h),
   // by kernels with 32-bit indices where those hold them (small grids are small rows).
-  if (g.wide && steps <= tune.min_steps && tune.wide_blocks_per_cu > 0 && rows_fit_int32(p)) {
+  if (g.wide && steps <= tune.min_steps && tune.wide_blocks_per_cu > 0 && offsets_fit_int32(p)) {
     const int64_t cap = std::max<int64_t>(1, int64_t(tune.wide_blocks_per_cu) * dev.cu_count / (f.batch * cblocks));
     const int64_t most =
         std::max<int64_t>(1, (f.seqlen + tune.wide_min_steps * warps - 1) / (tune.wide_min_steps * warps));
     const int64_t tb = std::min(cap, most);
-    steps = std::min<int64_t>(max_steps, (f.seqlen + tb * warps - 1) / (tb * warps));
-    g.rebalanced = true;
+    const int64_t st = std::min<int64_t>(max_steps, (f.seqlen + tb * warps - 1) / (tb * warps));
+    if (tblocks(st) <= kMaxGridYZ && cblocks <= INT32_MAX && st <= UINT16_MAX) {  // (grid y and x; BwdClArgs32)
+      steps = st;
+      g.rebalanced = true;
+    }
   }
   g.cblocks = static_cast<uint32_t>(std::min<int64_t>(cblocks, UINT32_MAX));
   g.tblocks = static_cast<uint32_t>(std::min<int64_t>(tblocks(steps), UINT32_MAX));
@@ -736,6 +786,21 @@ BwdClGrid bwd_cl_grid(const BwdParams& p, const DeviceDesc& dev) {
   // Weight and bias runs: every thread's first channel a multiple of kc (aligned rows or the
   // element path).
   g.wa = weight_args(f, (aligned || g.kc == 1) ? weight_runs(f, g.kc) : WeightRuns{false, false});
+  if (g.rebalanced) {
+    BwdClArgs32& a = g.args32;
+    a.steps = static_cast<uint16_t>(steps);
+    a.want_dinit = g.want_dinit, a.want_dfin = g.want_dfin;
+    a.runs = g.wa.runs;
+    a.w_dtype = static_cast<uint8_t>(f.w_dtype);
+    a.seqlen = static_cast<int32_t>(f.seqlen), a.dim = static_cast<int32_t>(f.dim);
+    a.x_batch_stride = static_cast<int32_t>(f.x_batch_stride), a.x_l_stride = static_cast<int32_t>(f.x_l_stride);
+    a.dout_batch_stride = static_cast<int32_t>(p.dout_batch_stride);
+    a.dout_l_stride = static_cast<int32_t>(p.dout_l_stride);
+    a.x = f.x, a.dout = p.dout;
+    a.weight = f.weight, a.bias = f.bias;
+    a.dx = p.dx;
+    a.dx_batch_stride = static_cast<int32_t>(p.dx_batch_stride), a.dx_l_stride = static_cast<int32_t>(p.dx_l_stride);
+  }
   return g;
 }
 
@@ -751,9 +816,15 @@ int launch_bwd_channel_last(const BwdParams& p, const DeviceDesc& dev, Stream st
         constexpr int kC = decltype(V)::value ? kBwdClVec<T> : 1;
         return dispatch_bool(f.silu, [&](auto S) {
           auto launch = [&](auto Q, auto Wide) {
-            bwd_channel_last_kernel<T, decltype(W)::value, kC, decltype(S)::value, decltype(Q)::value,
-                                    decltype(Wide)::value>
-                <<<static_cast<unsigned>(g.blocks), static_cast<unsigned>(g.threads), 0, stream>>>(g, p);
+            constexpr int kRow = decltype(Wide)::value;
+            auto* kernel =
+                bwd_channel_last_kernel<T, decltype(W)::value, kC, decltype(S)::value, decltype(Q)::value, kRow>;
+            if constexpr (kRow == kClRowRebalanced) {
+              const dim3 grid(g.cblocks, g.tblocks, static_cast<unsigned>(f.batch));
+              kernel<<<grid, static_cast<unsigned>(g.threads), 0, stream>>>(g.args32, p);
+            } else {
+              kernel<<<static_cast<unsigned>(g.blocks), static_cast<unsigned>(g.threads), 0, stream>>>(g, p);
+            }
             return launch_status();
           };
           if (f.seq_idx != nullptr) return launch(BoolC<true>{}, IntC<kClRowPlain>{});

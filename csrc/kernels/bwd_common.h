@@ -10,6 +10,7 @@
 // (dout is 0 there, so dy is too) and store it there instead.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "causal_conv1d/gpu.h"
@@ -113,6 +114,29 @@ struct BwdCfGrid {
 BwdCfGrid bwd_cf_grid(const BwdParams& p, const DeviceDesc& dev);
 int launch_bwd_channel_first(const BwdParams& p, const DeviceDesc& dev, Stream stream);
 
+// The re-balanced kernels' first parameter (bwd_cl_grid's smallest grids, where every offset of
+// x, dout and dx fits 32 bits): all a thread reads before its first load request in the first
+// 64-byte line of kernel parameters (48 bytes from c[0x0][0x210] on sm_90), its weights and dx in
+// the second, so a warp waits out one constant-cache miss before its first load request instead of
+// two, and none before its weights' (BwdClGrid's weight arguments are a third line). The grid is
+// (channel blocks, time blocks, batch): no index divisions.
+struct BwdClArgs32 {
+  uint16_t steps;  // time steps per warp
+  bool want_dinit, want_dfin;
+  WeightRuns runs;  // (dim, width) weights and bias as runs (kernel_utils.h: weight_runs)
+  uint8_t w_dtype;  // DType of weight and bias
+  int32_t seqlen, dim;
+  int32_t x_batch_stride, x_l_stride, dout_batch_stride, dout_l_stride;
+  const void* x;
+  const void* dout;
+  const void* weight;  // (second line)
+  const void* bias;
+  void* dx;
+  int32_t dx_batch_stride, dx_l_stride;
+};
+static_assert(offsetof(BwdClArgs32, dout) + sizeof(void*) == 48 && offsetof(BwdClArgs32, weight) == 48,
+              "what a thread reads before its first loads fills the first line, from 16 bytes into it");
+
 // Launch geometry of the channel-last backward (bwd_cl_grid).
 struct BwdClGrid {
   // The kernel's first parameter, its leading fields all a thread reads before its first loads
@@ -138,6 +162,7 @@ struct BwdClGrid {
   int64_t blocks;   // grid size: batch * tblocks * cblocks
   int64_t slots;    // dweight/dbias partials per channel: batch * tblocks
   BwdWorkspace ws;
+  BwdClArgs32 args32;  // the re-balanced kernels' parameter (when `rebalanced`)
 };
 BwdClGrid bwd_cl_grid(const BwdParams& p, const DeviceDesc& dev);
 int launch_bwd_channel_last(const BwdParams& p, const DeviceDesc& dev, Stream stream);

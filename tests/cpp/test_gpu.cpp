@@ -2,7 +2,9 @@
 // Device copies of x and out can be shifted by a few elements so that rows start misaligned
 // (the kernels' peeled 16-byte path) or x and out disagree in alignment (the element path).
 #include <cmath>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "causal_conv1d/build_config.h"
 #include "causal_conv1d/cpu.h"
@@ -137,6 +139,9 @@ struct BwdGpuParam {
   // add a row's taps with one vector atomic on sm_90 where the rows are 16-byte aligned, and one
   // atomic a term otherwise).
   int dweight_pad = 0, dweight_shift = 0;
+  // weight a transposed view ((width, dim) storage) and bias every other element of a buffer, the
+  // same values: the kernels' element-wise weight loads (runs need dense (dim, width) rows).
+  bool strided_weight = false;
 };
 
 struct BwdGpuRun {
@@ -147,12 +152,23 @@ struct BwdGpuRun {
 void run_gpu_bwd(cc_test::BwdProblem& pr, const BwdGpuParam& gp, BwdGpuRun& res) {
   const cc_test::Problem& f = pr.fwd;
   const int64_t D = gp.c.dim, W = gp.c.width, row = W + gp.dweight_pad;
-  DeviceBuffer x(f.x.bytes), w(f.w.bytes), bias(f.bias.bytes), init(f.init.bytes), seq(f.seq), dout(pr.dout.bytes),
+  std::vector<uint8_t> w_bytes = f.w.bytes, bias_bytes = f.bias.bytes;
+  if (gp.strided_weight) {
+    const size_t es = size_t(causal_conv1d::dtype_size(f.w.dtype));
+    bias_bytes.assign(2 * f.bias.bytes.size(), 0);
+    for (int64_t c = 0; c < D; ++c) {
+      for (int64_t k = 0; k < W; ++k)
+        std::memcpy(&w_bytes[size_t(k * D + c) * es], &f.w.bytes[size_t(c * W + k) * es], es);
+      std::memcpy(&bias_bytes[size_t(2 * c) * es], &f.bias.bytes[size_t(c) * es], es);
+    }
+  }
+  DeviceBuffer x(f.x.bytes), w(w_bytes), bias(bias_bytes), init(f.init.bytes), seq(f.seq), dout(pr.dout.bytes),
       dx(pr.dx.bytes), dinit(pr.dinit.bytes), dfinal(pr.dfinal.bytes),
       dweight(std::vector<float>(size_t(gp.dweight_shift + D * row), 0.0f)), dbias(pr.dbias);
   causal_conv1d::BwdParams p = pr.p;
   p.f.x = x.ptr, p.f.weight = w.ptr;
   if (p.f.bias) p.f.bias = bias.ptr;
+  if (gp.strided_weight) p.f.weight_c_stride = 1, p.f.weight_w_stride = D, p.f.bias_stride = 2;
   if (p.f.initial_states) p.f.initial_states = init.ptr;
   if (p.f.seq_idx) p.f.seq_idx = static_cast<const int32_t*>(seq.ptr);
   p.dout = dout.ptr, p.dx = dx.ptr;
@@ -316,6 +332,16 @@ std::vector<BwdGpuParam> gpu_bwd_cases() {
           {DType::kFloat32, DType::kFloat32, width, true, true, false, false, false, 1, 4096, 256}};
       for (const Case& c : cases) v.push_back({c, false, pad, shift});
     }
+  // Strided weight and bias (strided_weight): both layouts, 16-bit and fp32 x with weights of their
+  // dtype or float32, in the channel-last kernels of small grids (re-balanced on NVIDIA) and of
+  // whole ranges.
+  for (const Case& c :
+       std::vector<Case>{{DType::kBFloat16, DType::kBFloat16, 4, true, true, true, false, false, 2, 130, 100},
+                         {DType::kFloat16, DType::kFloat32, 3, true, true, true, true, false, 1, 64, 300},
+                         {DType::kFloat32, DType::kFloat32, 2, true, false, true, false, false, 2, 33, 70},
+                         {DType::kBFloat16, DType::kBFloat16, 4, true, true, true, false, false, 2, 4096, 4096},
+                         {DType::kBFloat16, DType::kBFloat16, 4, false, true, true, false, false, 2, 3, 1100}})
+    v.push_back({c, c.dim == 64, 0, 0, true});
   return v;
 }
 
@@ -324,7 +350,8 @@ INSTANTIATE_TEST_SUITE_P(
       return cc_test::case_name({info.param.c, info.index}) + (info.param.deterministic ? "_det" : "_atomic") +
              (info.param.dweight_pad || info.param.dweight_shift
                   ? "_dwrow" + std::to_string(info.param.dweight_pad) + "_" + std::to_string(info.param.dweight_shift)
-                  : "");
+                  : "") +
+             (info.param.strided_weight ? "_wstrided" : "");
     });
 
 class GpuUpdate : public ::testing::TestWithParam<UpdateCase> {};
@@ -451,9 +478,9 @@ TEST(GpuEntryChecks, ForwardSeqIdxWorkspace) {
 // The backward's partial slots for dense (B, D, L) tensors at width 4 under NVIDIA's tuning row
 // on 132 SMs, from the deterministic workspace (slots x D x (width + 1) floats). Null pointers, no
 // launch: no GPU needed. l_stride: the time stride of x, dout and dx (0: dense); dx_l_stride: dx's
-// alone (0: as the others).
+// alone (0: as the others); dout_batch_stride: dout's batch stride (0: dense).
 int64_t nvidia_bwd_slots(DType t, bool channel_last, int64_t B, int64_t D, int64_t L, int64_t l_stride = 0,
-                         int64_t dx_l_stride = 0) {
+                         int64_t dx_l_stride = 0, int64_t dout_batch_stride = 0) {
   causal_conv1d::DeviceDesc dev;
   dev.family = causal_conv1d::ArchFamily::kNvidia, dev.cu_count = 132, dev.wave_size = 32;
   causal_conv1d::BwdParams b;
@@ -462,6 +489,7 @@ int64_t nvidia_bwd_slots(DType t, bool channel_last, int64_t B, int64_t D, int64
   b.f.x_batch_stride = b.dout_batch_stride = b.dx_batch_stride = D * L;
   b.f.x_l_stride = b.dout_l_stride = b.dx_l_stride = l_stride > 0 ? l_stride : channel_last ? D : 1;
   if (dx_l_stride > 0) b.dx_l_stride = dx_l_stride;
+  if (dout_batch_stride > 0) b.dout_batch_stride = dout_batch_stride;
   b.f.x_c_stride = b.dout_c_stride = b.dx_c_stride = channel_last ? 1 : L;
   b.deterministic = true;
   int64_t elems = -1;
@@ -469,18 +497,21 @@ int64_t nvidia_bwd_slots(DType t, bool channel_last, int64_t B, int64_t D, int64
   return elems / (D * 5);
 }
 
-// The re-balanced kernels index a batch row in 32 bits, so a grid whose rows' offsets would not fit
-// there (time stride 2^23: (256 + 8) rows of it pass 2^31), in any of x, dout and dx, stays at the
-// floor.
+// The re-balanced kernels index x, dout and dx in 32 bits from their base, so a grid whose offsets
+// would not fit there stays at the floor: time stride 2^23 ((256 + 8) rows of it pass 2^31) in any
+// of the three, or a second batch row 2^31 - 2^20 elements on (past 2^31 with its row's 1 M).
 TEST(GpuEntryChecks, ChannelLastBackwardSmallGridIsRebalanced) {
-  auto slots = [](int64_t seqlen, int64_t l_stride = 0, int64_t dx_l_stride = 0) {
-    return nvidia_bwd_slots(DType::kBFloat16, true, 1, 4096, seqlen, l_stride, dx_l_stride);
+  auto slots = [](int64_t B, int64_t seqlen, int64_t l_stride = 0, int64_t dx_l_stride = 0, int64_t dout_bs = 0) {
+    return nvidia_bwd_slots(DType::kBFloat16, true, B, 4096, seqlen, l_stride, dx_l_stride, dout_bs);
   };
-  EXPECT_EQ(slots(256), 6);
-  EXPECT_EQ(slots(1024), 8);
-  EXPECT_EQ(slots(256, int64_t(1) << 22), 6);
-  EXPECT_EQ(slots(256, int64_t(1) << 23), 4);
-  EXPECT_EQ(slots(256, 0, int64_t(1) << 23), 4);
+  EXPECT_EQ(slots(1, 256), 6);
+  EXPECT_EQ(slots(1, 1024), 8);
+  EXPECT_EQ(slots(1, 256, int64_t(1) << 22), 6);
+  EXPECT_EQ(slots(1, 256, int64_t(1) << 23), 4);
+  EXPECT_EQ(slots(1, 256, 0, int64_t(1) << 23), 4);
+  EXPECT_EQ(slots(2, 256), 6);
+  EXPECT_EQ(slots(2, 256, 0, 0, int64_t(1) << 30), 6);
+  EXPECT_EQ(slots(2, 256, 0, 0, (int64_t(1) << 31) - (int64_t(1) << 20)), 8);
 }
 
 // fp32 x takes its own strip and range lengths from NVIDIA's tuning row (max_iters_fp32 12 against
