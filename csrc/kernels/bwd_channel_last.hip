@@ -694,14 +694,17 @@ namespace {
 
 constexpr int64_t kMaxGridYZ = 65535;  // a launch's grid y and z (CUDA and HIP)
 
-// Whether the re-balanced kernels' 32-bit indices hold every time and channel index and every
-// offset of x, dout and dx from their base (BwdClArgs32): batch rows to batch - 1, time rows from
-// 2 (width - 1) before 0 (a range's first load with dfinal_states, at seqlen 1) to seqlen, channels
-// to dim plus a vector; and whether their grid's z holds the batch.
+// Whether the re-balanced kernels' 32-bit indices (BwdClArgs32) hold every time and channel index
+// and every offset into x, dout and dx: a batch row's offset (b * batch stride, to batch - 1) and,
+// added to the pointer separately, a row's (t * time stride + channel, time rows from 2 (width - 1)
+// before 0, a range's first load with dfinal_states at seqlen 1, to seqlen; channels to dim plus the
+// span of a warp's lanes past it, whose row pointers are formed too); bounded here by their sum.
+// And whether their grid's z holds the batch.
 bool offsets_fit_int32(const BwdParams& p) {
   const FwdParams& f = p.f;
   if (f.seqlen > INT32_MAX / 2 || f.dim > INT32_MAX / 2 || f.batch > kMaxGridYZ) return false;
-  const int64_t room = INT32_MAX - f.dim - kMaxWidth;  // for the batch and time offsets
+  constexpr int64_t kPastDim = 256;                   // > a warp's channels (at most 64 lanes x 2)
+  const int64_t room = INT32_MAX - f.dim - kPastDim;  // for the batch and time offsets
   const int64_t strides[3][2] = {
       {f.x_batch_stride, f.x_l_stride}, {p.dout_batch_stride, p.dout_l_stride}, {p.dx_batch_stride, p.dx_l_stride}};
   for (const auto& st : strides) {
@@ -769,7 +772,7 @@ BwdClGrid bwd_cl_grid(const BwdParams& p, const DeviceDesc& dev) {
         std::max<int64_t>(1, (f.seqlen + tune.wide_min_steps * warps - 1) / (tune.wide_min_steps * warps));
     const int64_t tb = std::min(cap, most);
     const int64_t st = std::min<int64_t>(max_steps, (f.seqlen + tb * warps - 1) / (tb * warps));
-    if (tblocks(st) <= kMaxGridYZ && cblocks <= INT32_MAX && st <= UINT16_MAX) {  // (grid y and x; BwdClArgs32)
+    if (tblocks(st) <= kMaxGridYZ && cblocks <= INT32_MAX) {  // (the grid's y and x)
       steps = st;
       g.rebalanced = true;
     }
@@ -786,23 +789,36 @@ BwdClGrid bwd_cl_grid(const BwdParams& p, const DeviceDesc& dev) {
   // Weight and bias runs: every thread's first channel a multiple of kc (aligned rows or the
   // element path).
   g.wa = weight_args(f, (aligned || g.kc == 1) ? weight_runs(f, g.kc) : WeightRuns{false, false});
-  if (g.rebalanced) {
-    BwdClArgs32& a = g.args32;
-    a.steps = static_cast<uint16_t>(steps);
-    a.want_dinit = g.want_dinit, a.want_dfin = g.want_dfin;
-    a.runs = g.wa.runs;
-    a.w_dtype = static_cast<uint8_t>(f.w_dtype);
-    a.seqlen = static_cast<int32_t>(f.seqlen), a.dim = static_cast<int32_t>(f.dim);
-    a.x_batch_stride = static_cast<int32_t>(f.x_batch_stride), a.x_l_stride = static_cast<int32_t>(f.x_l_stride);
-    a.dout_batch_stride = static_cast<int32_t>(p.dout_batch_stride);
-    a.dout_l_stride = static_cast<int32_t>(p.dout_l_stride);
-    a.x = f.x, a.dout = p.dout;
-    a.weight = f.weight, a.bias = f.bias;
-    a.dx = p.dx;
-    a.dx_batch_stride = static_cast<int32_t>(p.dx_batch_stride), a.dx_l_stride = static_cast<int32_t>(p.dx_l_stride);
-  }
   return g;
 }
+
+namespace {
+
+// The re-balanced kernels' parameter from their grid (g.rebalanced: offsets_fit_int32 held).
+static_assert(bwd_cl_tuning(ArchFamily::kNvidia).max_steps <= UINT16_MAX &&
+                  bwd_cl_tuning(ArchFamily::kRdna4).max_steps <= UINT16_MAX &&
+                  bwd_cl_tuning(ArchFamily::kRdna3).max_steps <= UINT16_MAX &&
+                  bwd_cl_tuning(ArchFamily::kCdna).max_steps <= UINT16_MAX,
+              "a range's steps fit BwdClArgs32");
+BwdClArgs32 rebalanced_args(const BwdClGrid& g, const BwdParams& p) {
+  const FwdParams& f = p.f;
+  BwdClArgs32 a{};
+  a.steps = static_cast<uint16_t>(g.steps);
+  a.want_dinit = g.want_dinit, a.want_dfin = g.want_dfin;
+  a.runs = g.wa.runs;
+  a.w_dtype = static_cast<uint8_t>(f.w_dtype);
+  a.seqlen = static_cast<int32_t>(f.seqlen), a.dim = static_cast<int32_t>(f.dim);
+  a.x_batch_stride = static_cast<int32_t>(f.x_batch_stride), a.x_l_stride = static_cast<int32_t>(f.x_l_stride);
+  a.dout_batch_stride = static_cast<int32_t>(p.dout_batch_stride);
+  a.dout_l_stride = static_cast<int32_t>(p.dout_l_stride);
+  a.x = f.x, a.dout = p.dout;
+  a.weight = f.weight, a.bias = f.bias;
+  a.dx = p.dx;
+  a.dx_batch_stride = static_cast<int32_t>(p.dx_batch_stride), a.dx_l_stride = static_cast<int32_t>(p.dx_l_stride);
+  return a;
+}
+
+}  // namespace
 
 int launch_bwd_channel_last(const BwdParams& p, const DeviceDesc& dev, Stream stream) {
   const FwdParams& f = p.f;
@@ -821,7 +837,7 @@ int launch_bwd_channel_last(const BwdParams& p, const DeviceDesc& dev, Stream st
                 bwd_channel_last_kernel<T, decltype(W)::value, kC, decltype(S)::value, decltype(Q)::value, kRow>;
             if constexpr (kRow == kClRowRebalanced) {
               const dim3 grid(g.cblocks, g.tblocks, static_cast<unsigned>(f.batch));
-              kernel<<<grid, static_cast<unsigned>(g.threads), 0, stream>>>(g.args32, p);
+              kernel<<<grid, static_cast<unsigned>(g.threads), 0, stream>>>(rebalanced_args(g, p), p);
             } else {
               kernel<<<static_cast<unsigned>(g.blocks), static_cast<unsigned>(g.threads), 0, stream>>>(g, p);
             }

@@ -114,12 +114,13 @@ struct BwdCfGrid {
 BwdCfGrid bwd_cf_grid(const BwdParams& p, const DeviceDesc& dev);
 int launch_bwd_channel_first(const BwdParams& p, const DeviceDesc& dev, Stream stream);
 
-// The re-balanced kernels' first parameter (bwd_cl_grid's smallest grids, where every offset of
-// x, dout and dx fits 32 bits): all a thread reads before its first load request in the first
-// 64-byte line of kernel parameters (48 bytes from c[0x0][0x210] on sm_90), its weights and dx in
-// the second, so a warp waits out one constant-cache miss before its first load request instead of
-// two, and none before its weights' (BwdClGrid's weight arguments are a third line). The grid is
-// (channel blocks, time blocks, batch): no index divisions.
+// The re-balanced kernels' first parameter (bwd_cl_grid's smallest grids, where their offsets fit
+// 32 bits; rebalanced_args): all a thread reads before its first load request in the first 64-byte
+// line of kernel parameters (48 bytes from c[0x0][0x210] on sm_90), its weights and dx in the
+// second, so a warp waits out one constant-cache miss before its first load request instead of
+// two, and its weights' line is missed once those requests are out (BwdClGrid's weight arguments
+// are a third line, missed likewise). The grid is (channel blocks, time blocks, batch): no index
+// divisions.
 struct BwdClArgs32 {
   uint16_t steps;  // time steps per warp
   bool want_dinit, want_dfin;
@@ -162,7 +163,6 @@ struct BwdClGrid {
   int64_t blocks;   // grid size: batch * tblocks * cblocks
   int64_t slots;    // dweight/dbias partials per channel: batch * tblocks
   BwdWorkspace ws;
-  BwdClArgs32 args32;  // the re-balanced kernels' parameter (when `rebalanced`)
 };
 BwdClGrid bwd_cl_grid(const BwdParams& p, const DeviceDesc& dev);
 int launch_bwd_channel_last(const BwdParams& p, const DeviceDesc& dev, Stream stream);

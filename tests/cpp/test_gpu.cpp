@@ -139,9 +139,10 @@ struct BwdGpuParam {
   // add a row's taps with one vector atomic on sm_90 where the rows are 16-byte aligned, and one
   // atomic a term otherwise).
   int dweight_pad = 0, dweight_shift = 0;
-  // weight a transposed view ((width, dim) storage) and bias every other element of a buffer, the
-  // same values: the kernels' element-wise weight loads (runs need dense (dim, width) rows).
-  bool strided_weight = false;
+  // weight a transposed view ((width, dim) storage), bias every other element of a buffer: the same
+  // values, through the kernels' element-wise weight loads (runs need dense (dim, width) rows and a
+  // dense bias).
+  bool strided_weight = false, strided_bias = false;
 };
 
 struct BwdGpuRun {
@@ -153,14 +154,15 @@ void run_gpu_bwd(cc_test::BwdProblem& pr, const BwdGpuParam& gp, BwdGpuRun& res)
   const cc_test::Problem& f = pr.fwd;
   const int64_t D = gp.c.dim, W = gp.c.width, row = W + gp.dweight_pad;
   std::vector<uint8_t> w_bytes = f.w.bytes, bias_bytes = f.bias.bytes;
+  const size_t es = size_t(causal_conv1d::dtype_size(f.w.dtype));
   if (gp.strided_weight) {
-    const size_t es = size_t(causal_conv1d::dtype_size(f.w.dtype));
-    bias_bytes.assign(2 * f.bias.bytes.size(), 0);
-    for (int64_t c = 0; c < D; ++c) {
+    for (int64_t c = 0; c < D; ++c)
       for (int64_t k = 0; k < W; ++k)
         std::memcpy(&w_bytes[size_t(k * D + c) * es], &f.w.bytes[size_t(c * W + k) * es], es);
-      std::memcpy(&bias_bytes[size_t(2 * c) * es], &f.bias.bytes[size_t(c) * es], es);
-    }
+  }
+  if (gp.strided_bias) {
+    bias_bytes.assign(2 * f.bias.bytes.size(), 0);
+    for (int64_t c = 0; c < D; ++c) std::memcpy(&bias_bytes[size_t(2 * c) * es], &f.bias.bytes[size_t(c) * es], es);
   }
   DeviceBuffer x(f.x.bytes), w(w_bytes), bias(bias_bytes), init(f.init.bytes), seq(f.seq), dout(pr.dout.bytes),
       dx(pr.dx.bytes), dinit(pr.dinit.bytes), dfinal(pr.dfinal.bytes),
@@ -168,7 +170,8 @@ void run_gpu_bwd(cc_test::BwdProblem& pr, const BwdGpuParam& gp, BwdGpuRun& res)
   causal_conv1d::BwdParams p = pr.p;
   p.f.x = x.ptr, p.f.weight = w.ptr;
   if (p.f.bias) p.f.bias = bias.ptr;
-  if (gp.strided_weight) p.f.weight_c_stride = 1, p.f.weight_w_stride = D, p.f.bias_stride = 2;
+  if (gp.strided_weight) p.f.weight_c_stride = 1, p.f.weight_w_stride = D;
+  if (gp.strided_bias) p.f.bias_stride = 2;
   if (p.f.initial_states) p.f.initial_states = init.ptr;
   if (p.f.seq_idx) p.f.seq_idx = static_cast<const int32_t*>(seq.ptr);
   p.dout = dout.ptr, p.dx = dx.ptr;
@@ -332,16 +335,20 @@ std::vector<BwdGpuParam> gpu_bwd_cases() {
           {DType::kFloat32, DType::kFloat32, width, true, true, false, false, false, 1, 4096, 256}};
       for (const Case& c : cases) v.push_back({c, false, pad, shift});
     }
-  // Strided weight and bias (strided_weight): both layouts, 16-bit and fp32 x with weights of their
-  // dtype or float32, in the channel-last kernels of small grids (re-balanced on NVIDIA) and of
-  // whole ranges.
+  // Strided weight and bias: both layouts, 16-bit and fp32 x with weights of their dtype or float32,
+  // in the channel-last kernels of small grids (re-balanced on NVIDIA) and of whole ranges; then a
+  // strided bias beside dense weights (weights as runs, the bias element-wise) in small grids.
   for (const Case& c :
        std::vector<Case>{{DType::kBFloat16, DType::kBFloat16, 4, true, true, true, false, false, 2, 130, 100},
                          {DType::kFloat16, DType::kFloat32, 3, true, true, true, true, false, 1, 64, 300},
                          {DType::kFloat32, DType::kFloat32, 2, true, false, true, false, false, 2, 33, 70},
                          {DType::kBFloat16, DType::kBFloat16, 4, true, true, true, false, false, 2, 4096, 4096},
                          {DType::kBFloat16, DType::kBFloat16, 4, false, true, true, false, false, 2, 3, 1100}})
-    v.push_back({c, c.dim == 64, 0, 0, true});
+    v.push_back({c, c.dim == 64, 0, 0, true, true});
+  for (const Case& c :
+       std::vector<Case>{{DType::kBFloat16, DType::kBFloat16, 4, true, true, true, false, false, 2, 130, 100},
+                         {DType::kFloat16, DType::kFloat32, 3, true, false, true, false, false, 1, 64, 300}})
+    v.push_back({c, false, 0, 0, false, true});
   return v;
 }
 
@@ -351,7 +358,7 @@ INSTANTIATE_TEST_SUITE_P(
              (info.param.dweight_pad || info.param.dweight_shift
                   ? "_dwrow" + std::to_string(info.param.dweight_pad) + "_" + std::to_string(info.param.dweight_shift)
                   : "") +
-             (info.param.strided_weight ? "_wstrided" : "");
+             (info.param.strided_weight ? "_wstrided" : "") + (info.param.strided_bias ? "_bstrided" : "");
     });
 
 class GpuUpdate : public ::testing::TestWithParam<UpdateCase> {};
@@ -497,9 +504,10 @@ int64_t nvidia_bwd_slots(DType t, bool channel_last, int64_t B, int64_t D, int64
   return elems / (D * 5);
 }
 
-// The re-balanced kernels index x, dout and dx in 32 bits from their base, so a grid whose offsets
-// would not fit there stays at the floor: time stride 2^23 ((256 + 8) rows of it pass 2^31) in any
-// of the three, or a second batch row 2^31 - 2^20 elements on (past 2^31 with its row's 1 M).
+// The re-balanced kernels index x, dout and dx in 32 bits, so a grid whose offsets would not fit
+// there stays at the floor: time stride 2^23 ((256 + 8) rows of it pass 2^31) in any of the three,
+// or a second batch row 2^31 - 2^20 elements on (its offset plus a row's (256 + 8) x 4096 pass the
+// bound, offsets_fit_int32).
 TEST(GpuEntryChecks, ChannelLastBackwardSmallGridIsRebalanced) {
   auto slots = [](int64_t B, int64_t seqlen, int64_t l_stride = 0, int64_t dx_l_stride = 0, int64_t dout_bs = 0) {
     return nvidia_bwd_slots(DType::kBFloat16, true, B, 4096, seqlen, l_stride, dx_l_stride, dout_bs);
