@@ -8,10 +8,13 @@
 // Width 4 by default, SiLU and a bias of x's dtype, weights of x's dtype (dense (dim, width) rows),
 // float32 dweight / dbias (the backward adds into them), default (atomic) mode. Every call of a
 // CUDA graph works on its own buffer set (at least 8 sets and 256 MB in all, as bench.py rotates),
-// so no set is in L2 when its turn comes; the graph is replayed REPS times (default 20) and the
-// median time of one call printed with its effective bandwidth (bytes: x read and out written, or
-// x and dout read and dx written). KERNEL_TIMER_PROFILE=1 adds one plain launch after the replays
-// for a profiler to pick (ncu --launch-skip past the warm-up's launches).
+// so no set is in L2 when its turn comes; the graph is replayed REPS times (default 20) back to back,
+// each replay between two events, all queued before one synchronization (bench.py's time_calls),
+// and the median time of one call printed with its effective bandwidth (bytes: x read and out
+// written, or x and dout read and dx written). KERNEL_TIMER_PROFILE=1 adds one plain launch after
+// the replays for a profiler to pick: with ncu, `--graph-profiling graph` (each replay one result)
+// and `-k regex:NAME --launch-skip 3*SETS --launch-count 1` past the eager warm-up's launches, or
+// `--launch-skip` past every node of the replays too under ncu's default (node) graph profiling.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -44,7 +47,8 @@ void check_launcher(int status, const char* what) {
   if (status != 0) fail(what, gpu::gpu_status_string(status));
 }
 
-// n values uniform in [-1, 1) as dtype t, on the device.
+// n values uniform in [-1, 1) as dtype t, on the device (host-generated: a set's worth, copied on
+// the device for the other sets).
 void* device_random(DType t, size_t n, uint32_t seed) {
   std::mt19937 gen(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -91,6 +95,7 @@ int main(int argc, char** argv) {
   const int reps = argc > 7 ? std::atoi(argv[7]) : 20;
   const int width = argc > 8 ? std::atoi(argv[8]) : 4;
   if (batch < 1 || dim < 1 || seqlen < 1 || reps < 1) fail("sizes and REPS must be positive", "");
+  if (width < causal_conv1d::kMinWidth || width > causal_conv1d::kMaxWidth) fail("WIDTH must be 2, 3 or 4", argv[8]);
 
   causal_conv1d::DeviceDesc dev;
   check_launcher(gpu::device_desc(0, &dev), "device_desc");
@@ -109,6 +114,15 @@ int main(int argc, char** argv) {
   auto strides = [&](int64_t& bs, int64_t& cs, int64_t& ls) {
     bs = dim * seqlen, cs = cl ? 1 : seqlen, ls = cl ? dim : 1;
   };
+  // One set of inputs generated, copied for the others.
+  void* x0 = device_random(dt, n, 10);
+  void* dout0 = bwd ? device_random(dt, n, 11) : nullptr;
+  auto copy_of = [&](const void* src) {
+    void* p = nullptr;
+    check_cuda(cudaMalloc(&p, bytes), "cudaMalloc");
+    check_cuda(cudaMemcpy(p, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy");
+    return p;
+  };
   std::vector<BwdParams> calls(static_cast<size_t>(sets));
   for (int i = 0; i < sets; ++i) {
     BwdParams& p = calls[size_t(i)];
@@ -116,14 +130,14 @@ int main(int argc, char** argv) {
     f.batch = batch, f.dim = dim, f.seqlen = seqlen, f.width = width;
     f.x_dtype = f.w_dtype = dt;
     f.silu = true, f.channel_last = cl;
-    f.x = device_random(dt, n, 10 + i);
+    f.x = i == 0 ? x0 : copy_of(x0);
     strides(f.x_batch_stride, f.x_c_stride, f.x_l_stride);
     f.weight = weight, f.weight_c_stride = width, f.weight_w_stride = 1;
     f.bias = bias, f.bias_stride = 1;
     void* out = nullptr;
     check_cuda(cudaMalloc(&out, bytes), "cudaMalloc");
     if (bwd) {
-      p.dout = device_random(dt, n, 1000 + i);
+      p.dout = i == 0 ? dout0 : copy_of(dout0);
       strides(p.dout_batch_stride, p.dout_c_stride, p.dout_l_stride);
       p.dx = out;
       strides(p.dx_batch_stride, p.dx_c_stride, p.dx_l_stride);
@@ -152,24 +166,29 @@ int main(int argc, char** argv) {
   check_cuda(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
   for (int r = 0; r < 3; ++r) check_cuda(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
   check_cuda(cudaStreamSynchronize(stream), "graph warm-up");
-  cudaEvent_t start, end;
-  check_cuda(cudaEventCreate(&start), "cudaEventCreate");
-  check_cuda(cudaEventCreate(&end), "cudaEventCreate");
-  std::vector<float> us;
+  std::vector<cudaEvent_t> starts(static_cast<size_t>(reps)), ends(static_cast<size_t>(reps));
   for (int r = 0; r < reps; ++r) {
-    check_cuda(cudaEventRecord(start, stream), "cudaEventRecord");
+    check_cuda(cudaEventCreate(&starts[size_t(r)]), "cudaEventCreate");
+    check_cuda(cudaEventCreate(&ends[size_t(r)]), "cudaEventCreate");
+  }
+  for (int r = 0; r < reps; ++r) {
+    check_cuda(cudaEventRecord(starts[size_t(r)], stream), "cudaEventRecord");
     check_cuda(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
-    check_cuda(cudaEventRecord(end, stream), "cudaEventRecord");
-    check_cuda(cudaEventSynchronize(end), "cudaEventSynchronize");
+    check_cuda(cudaEventRecord(ends[size_t(r)], stream), "cudaEventRecord");
+  }
+  check_cuda(cudaStreamSynchronize(stream), "replays");
+  std::vector<double> us;
+  for (int r = 0; r < reps; ++r) {
     float ms = 0.0f;
-    check_cuda(cudaEventElapsedTime(&ms, start, end), "cudaEventElapsedTime");
-    us.push_back(ms * 1e3f / float(sets));
+    check_cuda(cudaEventElapsedTime(&ms, starts[size_t(r)], ends[size_t(r)]), "cudaEventElapsedTime");
+    us.push_back(double(ms) * 1e3 / sets);
   }
   std::sort(us.begin(), us.end());
-  const float median = us[us.size() / 2];
+  const size_t mid = us.size() / 2;
+  const double median = us.size() % 2 ? us[mid] : (us[mid - 1] + us[mid]) / 2;  // (statistics.median's)
   std::printf("%s %s %s (%lld, %lld, %lld) w%d graph %.2f us (min %.2f) %.0f GB/s, %d buffer sets\n", argv[1], argv[2],
               argv[3], static_cast<long long>(batch), static_cast<long long>(dim), static_cast<long long>(seqlen),
-              width, median, us.front(), moved / (double(median) * 1e3), sets);
+              width, median, us.front(), moved / (median * 1e3), sets);
   if (std::getenv("KERNEL_TIMER_PROFILE")) {
     launch(calls.front());
     check_cuda(cudaStreamSynchronize(stream), "profiled launch");

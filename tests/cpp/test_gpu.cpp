@@ -337,7 +337,9 @@ std::vector<BwdGpuParam> gpu_bwd_cases() {
     }
   // Strided weight and bias: both layouts, 16-bit and fp32 x with weights of their dtype or float32,
   // in the channel-last kernels of small grids (re-balanced on NVIDIA) and of whole ranges; then a
-  // strided bias beside dense weights (weights as runs, the bias element-wise) in small grids.
+  // strided bias beside dense weights: in small grids (the re-balanced kernels load both element by
+  // element unless both are runs) and in the wide blocks of shortened ranges ((2, 8192, 1024) on
+  // NVIDIA: weights as runs, the bias element-wise).
   for (const Case& c :
        std::vector<Case>{{DType::kBFloat16, DType::kBFloat16, 4, true, true, true, false, false, 2, 130, 100},
                          {DType::kFloat16, DType::kFloat32, 3, true, true, true, true, false, 1, 64, 300},
@@ -347,7 +349,8 @@ std::vector<BwdGpuParam> gpu_bwd_cases() {
     v.push_back({c, c.dim == 64, 0, 0, true, true});
   for (const Case& c :
        std::vector<Case>{{DType::kBFloat16, DType::kBFloat16, 4, true, true, true, false, false, 2, 130, 100},
-                         {DType::kFloat16, DType::kFloat32, 3, true, false, true, false, false, 1, 64, 300}})
+                         {DType::kFloat16, DType::kFloat32, 3, true, false, true, false, false, 1, 64, 300},
+                         {DType::kBFloat16, DType::kBFloat16, 4, true, true, true, false, false, 2, 8192, 1024}})
     v.push_back({c, false, 0, 0, false, true});
   return v;
 }
