@@ -156,9 +156,15 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   constexpr int kDMax = (kHalo + kV - 1) / kV;
   static_assert(kTune.threads % kWarpSize == 0, "a block must consist of whole warps");
 
-  // The states pass after this kernel may start now (launch_bwd_channel_first): it waits for this
-  // grid before its first store.
-  allow_next_kernel();
+  // Launched overlapping the kernel before it (launch_overlapping): the seq_idx kernels wait for the
+  // mask kernel below, before their first mask read (their data's writers finished before it
+  // let them start), the others here. Only then may the kernel after this one start (the states
+  // pass: it waits for this grid before its first store, and its loads before that read what the
+  // kernels before this one wrote).
+  if constexpr (!kSeqIdx) {
+    wait_prior_kernel();
+    allow_next_kernel();
+  }
   const FwdParams& f = p.f;
   const int lane = threadIdx.x % kWarpSize;
   // (warp_uniform: on AMD the strip's indices and what is computed from them sit in scalar registers.)
@@ -361,7 +367,10 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cf_tuning(kTargetFamily)
   // word), else carry_mk[i].
   // seq_idx: the mask kernel before this one (launched to overlap it on NVIDIA) has written the
   // masks once this returns; the setup above ran during its tail.
-  if constexpr (kSeqIdx) wait_prior_kernel();
+  if constexpr (kSeqIdx) {
+    wait_prior_kernel();
+    allow_next_kernel();
+  }
   float carry[kHalo];
   uint32_t carry_mk[kMHalo] = {};
   static_for<kHalo>([&](auto i) {
@@ -886,15 +895,8 @@ int launch_bwd_channel_first(const BwdParams& p, const DeviceDesc& dev, Stream s
           constexpr int kV = decltype(V)::value ? kVFull : 1;
           return dispatch_bool(f.silu, [&](auto S) {
             auto* kernel = bwd_channel_first_kernel<T, decltype(W)::value, kV, decltype(S)::value, kSeqIdx>;
-            // With seq_idx, overlapping the mask kernel (its launch and tail); it waits for the
-            // masks before reading them.
-            if constexpr (kSeqIdx) {
-              return launch_overlapping(kernel, dim3(static_cast<unsigned>(g.blocks)), dim3(tune.threads), stream, p,
-                                        g);
-            } else {
-              kernel<<<static_cast<unsigned>(g.blocks), tune.threads, 0, stream>>>(p, g);
-              return launch_status();
-            }
+            // Overlapping the kernel before it (its launch and tail; with seq_idx, the mask kernel).
+            return launch_overlapping(kernel, dim3(static_cast<unsigned>(g.blocks)), dim3(tune.threads), stream, p, g);
           });
         });
       });

@@ -222,6 +222,8 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(bwd_cl_row<kRow>(kTargetFami
   const int n_x = clamp_n(t_end - kHalo);
   const int n_g = clamp_n(t_end);
   const int s_fin = want_dfin ? clamp_n(t_end - (L - kHalo)) : 0;
+  // Launched overlapping the kernel before it (launch_overlapping): no memory access above.
+  wait_prior_kernel();
 
   // The weights and bias, loaded once the window's rows (and on NVIDIA the first stages) are
   // requested: their conversion waits for them, and loaded first they put one more memory latency
@@ -835,13 +837,13 @@ int launch_bwd_channel_last(const BwdParams& p, const DeviceDesc& dev, Stream st
             constexpr int kRow = decltype(Wide)::value;
             auto* kernel =
                 bwd_channel_last_kernel<T, decltype(W)::value, kC, decltype(S)::value, decltype(Q)::value, kRow>;
+            const dim3 block(static_cast<unsigned>(g.threads));
             if constexpr (kRow == kClRowRebalanced) {
               const dim3 grid(g.cblocks, g.tblocks, static_cast<unsigned>(f.batch));
-              kernel<<<grid, static_cast<unsigned>(g.threads), 0, stream>>>(rebalanced_args(g, p), p);
+              return launch_overlapping(kernel, grid, block, stream, rebalanced_args(g, p), p);
             } else {
-              kernel<<<static_cast<unsigned>(g.blocks), static_cast<unsigned>(g.threads), 0, stream>>>(g, p);
+              return launch_overlapping(kernel, dim3(static_cast<unsigned>(g.blocks)), block, stream, g, p);
             }
-            return launch_status();
           };
           if (f.seq_idx != nullptr) return launch(BoolC<true>{}, IntC<kClRowPlain>{});
 #if CAUSAL_CONV1D_BACKEND_CUDA  // (only NVIDIA's row has wide blocks: AMD builds compile none)

@@ -20,7 +20,8 @@
 // 4096, 4096) 138.0 -> 134.1. ncu had shown the same instructions and DRAM bytes as upstream's
 // (whose blocks walk a row 2 KB at a time) at 78.5% DRAM activity against its 79.4%. The shorter
 // rows keep warp strips: 4 warps of 4 iterations each were 2.5% slower at (8, 4096, 4096), and
-// (2, 8192, 1024) (4 iterations a row) 21.5 -> 28.8 / 37.6 us with 2 / 4 warps a strip.
+// (2, 8192, 1024) (4 iterations a row) 21.5 -> 28.8 / 37.6 us with 2 / 4 warps a strip. fp32 rows
+// that short take strips of at most 4 iterations instead of one a row (tuning.h, short_iters_fp32).
 //
 // out in another vector phase than x (kOutVec false: x a slice of longer rows, out allocated
 // dense): the vectors follow x, and out's vector that starts s positions before a lane's (s from
@@ -142,6 +143,8 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cf_tuning(kTargetFamily)
                ? nullptr
                : static_cast<T*>(p.final_states) + int64_t(b) * p.final_batch_stride + int64_t(c) * p.final_c_stride;
 
+  // Launched overlapping the kernel before it (launch_overlapping): no memory access above.
+  wait_prior_kernel();
   if (L == 0) {  // no outputs; the final states are the initial states (or zeros)
     if (fin != nullptr && strip == 0 && member == 0 && lane < kHalo) fin[lane * p.final_l_stride] = input(lane - kHalo);
     return;
@@ -423,7 +426,7 @@ struct CfStrips {
 CfStrips cf_strips(const FwdParams& p, const FwdCfTuning& tune, int wave, int kv, bool seq_idx, bool out_vec,
                    bool aligned) {
   // Strips: as few as cover a row with at most max_iters iterations each, balanced.
-  const int64_t max_iters = seq_idx ? tune.max_iters_seq : tune.max_iters;
+  int64_t max_iters = seq_idx ? tune.max_iters_seq : tune.max_iters;
   const int64_t span = p.seqlen + (aligned ? 0 : kv - 1);
   const int64_t row_vecs = (span + kv - 1) / kv;
   // Interleaved strips: as many warps a strip (2^il) as the table allows while each keeps at least
@@ -434,6 +437,9 @@ CfStrips cf_strips(const FwdParams& p, const FwdCfTuning& tune, int wave, int kv
     auto iters_at = [&](int l) { return (row_vecs + (int64_t(wave) << l) - 1) / (int64_t(wave) << l); };
     while (st.il < kMaxInterLog2 && (2 << st.il) <= tune.interleave && iters_at(st.il + 1) >= tune.interleave_min_iters)
       ++st.il;
+    // fp32 rows too short to interleave: shorter strips (tuning.h, short_iters_fp32).
+    if (st.il == 0 && kv == 4 && tune.short_iters_fp32 > 0)
+      max_iters = std::min<int64_t>(max_iters, tune.short_iters_fp32);
   }
   const int64_t it_vecs = int64_t(wave) << st.il;  // vectors a strip's iteration covers
   const int64_t iters_needed = std::max<int64_t>(1, (row_vecs + it_vecs - 1) / it_vecs);
@@ -507,9 +513,9 @@ int launch_fwd_channel_first(const FwdParams& p, const uint8_t* masks, int64_t m
               constexpr bool kOutVec = decltype(OutVec)::value, kSilu = decltype(S)::value;
               constexpr bool kPair = decltype(P)::value && kSeqIdx;
               auto launch = [&](auto Il) {
-                fwd_channel_first_kernel<T, kWidth, kV, kOutVec, kSilu, kSeqIdx, kPair, decltype(Il)::value>
-                    <<<blocks, tune.threads, 0, stream>>>(p, g);
-                return launch_status();
+                return launch_overlapping(
+                    fwd_channel_first_kernel<T, kWidth, kV, kOutVec, kSilu, kSeqIdx, kPair, decltype(Il)::value>,
+                    dim3(blocks), dim3(tune.threads), stream, p, g);
               };
 #if CAUSAL_CONV1D_BACKEND_CUDA  // (only NVIDIA's row interleaves: AMD builds compile no such kernel)
               if constexpr (kOutVec && !kSeqIdx) {

@@ -83,6 +83,8 @@ __global__ void CC_LAUNCH_BOUNDS(with_seq_occupancy(fwd_cl_tuning(kTargetFamily)
   if constexpr (!kSeqIdx) {
     if (c0 >= D) return;
   }
+  // Launched overlapping the kernel before it (launch_overlapping): no memory access above.
+  wait_prior_kernel();
   const bool whole_c = c0 >= 0 && c0 + kC <= D;
   const int64_t t0 = int64_t(tc) * g.steps;
   const int64_t left = L - t0;
@@ -307,9 +309,8 @@ int launch_fwd_channel_last(const FwdParams& p, const DeviceDesc& dev, Stream st
                        weight_args(p, (aligned || kC == 1) ? weight_runs(p, kC) : WeightRuns{false, false})};
         return dispatch_bool(p.silu, [&](auto S) {
           return dispatch_bool(p.seq_idx != nullptr, [&](auto Q) {
-            fwd_channel_last_kernel<T, kWidth, kC, decltype(S)::value, decltype(Q)::value>
-                <<<static_cast<unsigned>(blocks), tune.threads, 0, stream>>>(g, p);
-            return launch_status();
+            return launch_overlapping(fwd_channel_last_kernel<T, kWidth, kC, decltype(S)::value, decltype(Q)::value>,
+                                      dim3(static_cast<unsigned>(blocks)), dim3(tune.threads), stream, g, p);
           });
         });
       });

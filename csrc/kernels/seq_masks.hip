@@ -12,8 +12,10 @@ namespace {
 __global__ void __launch_bounds__(seq_mask_tuning(kTargetFamily).threads)
     seq_mask_kernel(const int32_t* seq, int64_t seq_batch_stride, int64_t seq_l_stride, int64_t L, int64_t mask_row,
                     int64_t batch, int phases, uint32_t* masks, int64_t words) {
-  // The kernel after this one may start now where it was launched to overlap it (the channel-first
-  // backward's walk): it waits for this grid before reading the masks.
+  // Launched overlapping the kernel before it (launch_overlapping): nothing is read before the wait.
+  // The kernel after this one may start then (the walk of the channel-first backward reads its data
+  // before it waits for this grid, then reads the masks).
+  wait_prior_kernel();
   allow_next_kernel();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= words) return;
@@ -45,10 +47,9 @@ int launch_seq_masks(const FwdParams& f, uint8_t* masks, int64_t mask_row, const
   if (f.seq_idx == nullptr) return kSuccess;
   const int threads = seq_mask_tuning(dev.family).threads;
   const int64_t words = phases * f.batch * mask_row / 4;
-  seq_mask_kernel<<<static_cast<unsigned>((words + threads - 1) / threads), threads, 0, stream>>>(
-      f.seq_idx, f.seq_idx_batch_stride, f.seq_idx_l_stride, f.seqlen, mask_row, f.batch, phases,
-      reinterpret_cast<uint32_t*>(masks), words);
-  return launch_status();
+  return launch_overlapping(seq_mask_kernel, dim3(static_cast<unsigned>((words + threads - 1) / threads)),
+                            dim3(threads), stream, f.seq_idx, f.seq_idx_batch_stride, f.seq_idx_l_stride, f.seqlen,
+                            mask_row, f.batch, phases, reinterpret_cast<uint32_t*>(masks), words);
 }
 
 }  // namespace causal_conv1d::gpu

@@ -44,6 +44,7 @@ __global__ void __launch_bounds__(kServingPlanThreads)
     serving_plan_kernel(ServingFwdParams p, int chunk, int32_t* first_work) {
   using Scan = blockprim::BlockScan<int32_t, kServingPlanThreads>;
   __shared__ typename Scan::TempStorage scratch;
+  wait_prior_kernel();  // launched overlapping the kernel before it: no memory access above
   int32_t carry = 0;
   for (int64_t base = 0; base < p.batch; base += kServingPlanThreads) {
     const int64_t i = base + threadIdx.x;
@@ -131,6 +132,7 @@ __global__ void CC_LAUNCH_BOUNDS(serving_fwd_tuning(kTargetFamily))
   static_assert(kTune.chunk >= kHalo, "a sequence's first chunk must hold every token that reads its initial window");
   const int64_t c = int64_t(blockIdx.x) * kTune.threads + threadIdx.x;
   if (c >= p.dim) return;
+  wait_prior_kernel();  // launched overlapping the kernel before it: no memory access above
   float w[kWidth], bias;
   channel_weights<kWidth>(p, c, w, bias);
   const int64_t sl = p.state_l_stride;
@@ -187,6 +189,7 @@ __global__ void CC_LAUNCH_BOUNDS(serving_fwd_tuning(kTargetFamily))
   constexpr int kL2Ahead = checked_l2_ahead<kTune.l2_ahead>();
   static_assert(kTune.chunk >= kHalo, "a sequence's first chunk must hold every token that reads its initial window");
   using Data = Packed<T, kC>;
+  wait_prior_kernel();  // launched overlapping the kernel before it: no memory access above
   const int64_t c0 = (int64_t(blockIdx.x) * kTune.threads + threadIdx.x) * kC;
   if (c0 >= p.dim) return;
   float w[kWidth][kC], bias[kC];
@@ -263,6 +266,7 @@ template <typename T, int kWidth>
 __global__ void CC_LAUNCH_BOUNDS(serving_fwd_tuning(kTargetFamily)) serving_fwd_states_kernel(ServingFwdParams p) {
   constexpr ServingFwdTuning kTune = serving_fwd_tuning(kTargetFamily);
   constexpr int kHalo = kWidth - 1;
+  wait_prior_kernel();  // launched overlapping the kernel before it: no memory access above
   const int64_t c = int64_t(blockIdx.x) * kTune.threads + threadIdx.x;
   if (c >= p.dim) return;
   const int64_t sl = p.state_l_stride;
@@ -307,6 +311,7 @@ template <typename T, int kWidth, bool kSilu>
 __global__ void CC_LAUNCH_BOUNDS(serving_update_tuning(kTargetFamily)) serving_update_kernel(ServingUpdateParams p) {
   constexpr ServingUpdateTuning kTune = serving_update_tuning(kTargetFamily);
   constexpr int kHalo = kWidth - 1;
+  wait_prior_kernel();  // launched overlapping the kernel before it: no memory access above
   const int64_t c = int64_t(blockIdx.x) * kTune.threads + threadIdx.x;
   if (c >= p.dim) return;
   float w[kWidth], bias;
@@ -398,6 +403,7 @@ __global__ void CC_LAUNCH_BOUNDS(serving_update_tuning(kTargetFamily))
   constexpr int kHalo = kWidth - 1;
   constexpr int kRunBytes = kRunWords<T, kC, kHalo> * 4;  // kStateRun: a thread's slice of a line
   using Data = Packed<T, kC>;
+  wait_prior_kernel();  // launched overlapping the kernel before it: no memory access above
   const int64_t c0 = (int64_t(blockIdx.x) * kTune.threads + threadIdx.x) * kC;
   if (c0 >= p.dim) return;
   const int64_t sl = p.state_l_stride, xs = p.x_l_stride;
@@ -519,8 +525,9 @@ int launch_serving_fwd(const ServingFwdParams& p, int32_t* workspace, const Devi
   const int64_t work_rows = p.batch + (p.total_tokens + tune.chunk - 1) / tune.chunk;
   if (work_rows >= (int64_t(1) << 31)) return kErrInvalidParams;
   const auto s = static_cast<Stream>(stream);
-  serving_plan_kernel<<<1, kServingPlanThreads, 0, s>>>(p, tune.chunk, workspace);
-  if (const int status = launch_status()) return status;
+  if (const int status =
+          launch_overlapping(serving_plan_kernel, dim3(1), dim3(kServingPlanThreads), s, p, tune.chunk, workspace))
+    return status;
   const dim3 grid(ceil_div_u(p.dim, tune.threads),
                   static_cast<unsigned>(std::min<int64_t>(work_rows, tune.max_grid_y)));
   return dispatch_dtype(p.x_dtype, [&](auto tag) {
@@ -530,15 +537,18 @@ int launch_serving_fwd(const ServingFwdParams& p, int32_t* workspace, const Devi
         constexpr int kC = kServingVecBytes / int(sizeof(T));
         if (serving_fwd_vectors(p, kC)) {
           const dim3 vgrid(ceil_div_u(p.dim / kC, tune.threads), grid.y);
-          serving_fwd_vec_kernel<T, decltype(W)::value, kC, decltype(Silu)::value>
-              <<<vgrid, tune.threads, 0, s>>>(p, weight_runs(p, kC), workspace);
-        } else {
-          serving_fwd_kernel<T, decltype(W)::value, decltype(Silu)::value><<<grid, tune.threads, 0, s>>>(p, workspace);
+          if (const int status = launch_overlapping(
+                  serving_fwd_vec_kernel<T, decltype(W)::value, kC, decltype(Silu)::value>, vgrid, dim3(tune.threads),
+                  s, p, weight_runs(p, kC), static_cast<const int32_t*>(workspace)))
+            return status;
+        } else if (const int status =
+                       launch_overlapping(serving_fwd_kernel<T, decltype(W)::value, decltype(Silu)::value>, grid,
+                                          dim3(tune.threads), s, p, static_cast<const int32_t*>(workspace))) {
+          return status;
         }
-        if (const int status = launch_status()) return status;
         const dim3 states_grid(grid.x, static_cast<unsigned>(std::min<int64_t>(p.batch, tune.max_grid_y)));
-        serving_fwd_states_kernel<T, decltype(W)::value><<<states_grid, tune.threads, 0, s>>>(p);
-        return launch_status();
+        return launch_overlapping(serving_fwd_states_kernel<T, decltype(W)::value>, states_grid, dim3(tune.threads), s,
+                                  p);
       });
     });
   });
@@ -562,15 +572,15 @@ int launch_serving_update(const ServingUpdateParams& p, const DeviceDesc& dev, v
           constexpr int kC = decltype(N)::value ? kCNarrow : kCWide;
           const DecodePath path = serving_update_path(p, kC);
           if (path == DecodePath::kScalar) {
-            serving_update_kernel<T, decltype(W)::value, decltype(Silu)::value><<<grid, tune.threads, 0, s>>>(p);
-            return launch_status();
+            return launch_overlapping(serving_update_kernel<T, decltype(W)::value, decltype(Silu)::value>, grid,
+                                      dim3(tune.threads), s, p);
           }
           const dim3 vgrid(ceil_div_u(p.dim / kC, tune.threads), grid.y, ceil_div_u(p.batch, grid.y));
           return dispatch_bool(path == DecodePath::kStateRun, [&](auto Run) {
             return dispatch_bool(serving_update_one(p), [&](auto One) {
-              serving_update_vec_kernel<T, decltype(W)::value, kC, decltype(Silu)::value, decltype(Run)::value,
-                                        decltype(One)::value><<<vgrid, tune.threads, 0, s>>>(p, weight_runs(p, kC));
-              return launch_status();
+              return launch_overlapping(serving_update_vec_kernel<T, decltype(W)::value, kC, decltype(Silu)::value,
+                                                                  decltype(Run)::value, decltype(One)::value>,
+                                        vgrid, dim3(tune.threads), s, p, weight_runs(p, kC));
             });
           });
         });

@@ -68,6 +68,8 @@ struct FwdCfTuning {
                              // interleaved, so the block's loads at a time are one contiguous run; 1:
                              // each warp its own strip
   int interleave_min_iters;  // ... while each of them keeps at least this many iterations of the row
+  int short_iters_fp32;      // fp32 rows too short to interleave (in the kernels that interleave):
+                             // strips of at most this many iterations; 0: max_iters
 };
 
 // Whether a forward kernel interleaves its strips (interleave > 1): those without seq_idx whose
@@ -126,7 +128,19 @@ __host__ __device__ constexpr FwdCfTuning fwd_cf_tuning(ArchFamily f) {
     // As landed (results run of 2026-11-28, two rounds of the timing script and bench.py): fp32
     // (8, 4096, 4096) 262.5-263.1 us against upstream 265.6-266.2, (16, 2048, 2048) 134.6-135.8
     // against 135.0-135.6, bf16 (8, 4096, 4096) 134.4-135.0 against 136.7-137.2.
-    case ArchFamily::kNvidia: return {128, 8, 8, 24, 24, 1, 1, 2, 2, 4, false, true, true, 4, 8};
+    // fp32 rows too short to interleave (fewer than 16 iterations: L < 2048) in strips of 4
+    // iterations at most, not one strip a row: twice the warps of half the walk each. H200, kernel
+    // timer, in a CUDA graph, alternated in two or three rounds on each of two machines: fp32 (2,
+    // 8192, 1024) 36.12-36.20 -> 35.29-35.37 us (second machine 36.30-36.31 -> 35.55), (4, 4096,
+    // 1024) 36.18-36.21 -> 35.19-35.26 (36.34 -> 35.39-35.46), (8, 2048, 1536) 52.61-52.63 ->
+    // 50.99-51.01 (3 strips of 4), (1, 8192, 512) (4 iterations) unchanged; strips of 3 36.82 us
+    // and of 2 38.91 at the first, 2 warps of 4 interleaved 38.84. 16-bit rows of 8 iterations
+    // lose that way (bf16 (16, 2048, 2048) 67.9 -> 69.9 us, fp16 (8, 2048, 2048) 36.4 -> 36.8),
+    // as 4-iteration ones do in strips of 2 (bf16 (2, 8192, 1024) 20.1 -> 23.5). Not kept (same
+    // runs): these kernels (56 registers) at 9 blocks (unchanged) or 10 (48 registers, 36 B of
+    // spills: 38.3 us at (2, 8192, 1024)); with the split, a ring of 2 or an L2 prefetch of 3
+    // (within 0.5%; benchmarks/NOTES.md, forty-fourth session).
+    case ArchFamily::kNvidia: return {128, 8, 8, 24, 24, 1, 1, 2, 2, 4, false, true, true, 4, 8, 4};
     // RDNA needs ~10 KB per CU: 2 loads ahead x 16 B x 32 lanes x >= 12 waves/SIMD x 2 SIMDs =
     // 24 KB. 12 waves/SIMD caps VGPRs at 128 (the floor the compile report checks; the kernels
     // need ~82; the seq_idx kernels, with a mask byte a position beside the data, up to 91 with
@@ -135,8 +149,8 @@ __host__ __device__ constexpr FwdCfTuning fwd_cf_tuning(ArchFamily f) {
     // Cache / L2. Warp strips only (interleave 1): interleaving is measured on NVIDIA alone, and
     // its lane-0 halo loads would change the VGPR counts the floors were set from.
     // The realigning kernels (out in another phase than x) take up to 91 VGPRs, as the others.
-    case ArchFamily::kRdna4: return {128, 12, 12, 16, 16, 2, 2, 0, 0, 0, true, true, true, 1, 0};
-    case ArchFamily::kRdna3: return {128, 12, 12, 16, 16, 2, 2, 0, 0, 0, true, true, true, 1, 0};
+    case ArchFamily::kRdna4: return {128, 12, 12, 16, 16, 2, 2, 0, 0, 0, true, true, true, 1, 0, 0};
+    case ArchFamily::kRdna3: return {128, 12, 12, 16, 16, 2, 2, 0, 0, 0, true, true, true, 1, 0, 0};
     // gfx942: 6 waves/SIMD (the floor) allow 80 VGPRs, and a ring of 2 spilled in the fp16
     // kernels: 1 ahead (plus the one being computed) x 16 B x 64 lanes x 6 waves x 4 SIMDs =
     // 24-48 KB per CU against the ~30-40 KB needed. 128 threads are 2 waves, each its own strip.
@@ -146,9 +160,9 @@ __host__ __device__ constexpr FwdCfTuning fwd_cf_tuning(ArchFamily f) {
     // ring (seq_mask_pair) 12. With out in another phase than x, the seq_idx kernels store it
     // element by element: realigning it spilled 1-7 VGPRs in the fp16 kernels (those without
     // seq_idx realign it, no spills).
-    case ArchFamily::kCdna: return {128, 6, 6, 16, 16, 1, 1, 0, 0, 0, true, false, false, 1, 0};
+    case ArchFamily::kCdna: return {128, 6, 6, 16, 16, 1, 1, 0, 0, 0, true, false, false, 1, 0, 0};
   }
-  return {128, 8, 8, 24, 24, 1, 1, 2, 2, 4, false, true, true, 4, 8};
+  return {128, 8, 8, 24, 24, 1, 1, 2, 2, 4, false, true, true, 4, 8, 4};
 }
 
 // The row a forward kernel is compiled with: the seq_idx kernels take their own occupancy.

@@ -50,6 +50,7 @@ __global__ void CC_LAUNCH_BOUNDS(update_general_tuning(kTargetFamily)) update_ke
   constexpr int kRows = kSingle ? kTune.rows : 1;
   const int64_t c = int64_t(blockIdx.x) * kTune.threads + threadIdx.x;
   if (c >= p.dim) return;
+  wait_prior_kernel();  // launched overlapping the kernel before it: no memory access above
   const int64_t L = kSingle ? 1 : p.seqlen, S = p.state_len, ls = p.state_l_stride;
 
   float w[kWidth], bias = 0.0f;
@@ -283,6 +284,7 @@ __global__ void CC_LAUNCH_BOUNDS(decode_launch(kTargetFamily, kVB)) update_decod
   // loads are in flight).
   Row cur;
   const int32_t b0 = int32_t(blockIdx.y);
+  wait_prior_kernel();  // launched overlapping the kernel before it: no memory access above
   if (kOneRow || b0 < a.batch) fetch(b0, cur);
   WeightArgs wa = a.wa;
   wa.w_dtype = a.w_dtype;  // (from the first line)
@@ -335,9 +337,9 @@ int launch_update(const UpdateParams& p, const DeviceDesc& dev, void* stream) {
           return dispatch_bool(p.state_len == kWidth, [&](auto Full) {
             constexpr int kS = decltype(Full)::value ? kWidth : kWidth - 1;
             auto launch = [&](auto one, auto vbytes) {
-              update_decode_kernel<T, kWidth, decltype(Silu)::value, kS, decltype(one)::value, decltype(vbytes)::value>
-                  <<<grid, tune.threads, 0, s>>>(args);
-              return launch_status();
+              return launch_overlapping(update_decode_kernel<T, kWidth, decltype(Silu)::value, kS, decltype(one)::value,
+                                                             decltype(vbytes)::value>,
+                                        grid, dim3(tune.threads), s, args);
             };
             if (!one_row) return vb == 8 ? launch(std::false_type{}, Idx<8>{}) : launch(std::false_type{}, Idx<4>{});
             return vb == 8 ? launch(std::true_type{}, Idx<8>{}) : launch(std::true_type{}, Idx<4>{});
@@ -357,9 +359,8 @@ int launch_update(const UpdateParams& p, const DeviceDesc& dev, void* stream) {
     return dispatch_width(p.width, [&](auto W) {
       return dispatch_bool(p.silu, [&](auto S) {
         return dispatch_bool(single, [&](auto One) {
-          update_kernel<T, decltype(W)::value, decltype(S)::value, decltype(One)::value>
-              <<<grid, tune.threads, 0, s>>>(p);
-          return launch_status();
+          return launch_overlapping(update_kernel<T, decltype(W)::value, decltype(S)::value, decltype(One)::value>,
+                                    grid, dim3(tune.threads), s, p);
         });
       });
     });

@@ -20,6 +20,7 @@ template <typename Bits>
 __global__ void CC_LAUNCH_BOUNDS(varlen_tuning(kTargetFamily)) varlen_states_kernel(VarlenStatesParams p) {
   const int64_t c = int64_t(blockIdx.x) * varlen_tuning(kTargetFamily).threads + threadIdx.x;
   if (c >= p.dim) return;
+  wait_prior_kernel();  // launched overlapping the kernel before it: no memory access above
   const Bits* x = static_cast<const Bits*>(p.x);
   Bits* states = static_cast<Bits*>(p.states);
   for (int64_t b = blockIdx.z; b < p.batch; b += gridDim.z) {
@@ -55,10 +56,8 @@ int launch_varlen_states(const VarlenStatesParams& p, const DeviceDesc& dev, voi
                   static_cast<unsigned>(std::min<int64_t>(p.batch, tune.max_grid_yz)));
   auto s = static_cast<Stream>(stream);
   if (dtype_size(p.dtype) == 4)
-    varlen_states_kernel<uint32_t><<<grid, tune.threads, 0, s>>>(p);
-  else
-    varlen_states_kernel<uint16_t><<<grid, tune.threads, 0, s>>>(p);
-  return launch_status();
+    return launch_overlapping(varlen_states_kernel<uint32_t>, grid, dim3(tune.threads), s, p);
+  return launch_overlapping(varlen_states_kernel<uint16_t>, grid, dim3(tune.threads), s, p);
 }
 
 }  // namespace causal_conv1d::gpu

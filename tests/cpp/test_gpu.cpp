@@ -3,6 +3,7 @@
 // (the kernels' peeled 16-byte path) or x and out disagree in alignment (the element path).
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -386,6 +387,135 @@ TEST_P(GpuUpdate, MatchesCpu) {
 
 INSTANTIATE_TEST_SUITE_P(All, GpuUpdate, ::testing::ValuesIn(cc_test::update_cases()), cc_test::update_case_name);
 
+// The kernels start while the kernel before them on the stream still runs (launch_overlapping) and
+// must wait for it before touching memory. Chains of launches on one stream without a
+// synchronization between them, each reading what the one before wrote and writing what that one
+// read, against the same chain on the CPU: a kernel touching memory before its wait would read a
+// stale input or overwrite one still being read. fp32, so that the chain's roundings stay far below
+// what a stale row changes (tolerance: one rounding a launch).
+constexpr int kChain = 4;
+
+TEST(GpuChained, ForwardReadsThePreviousOutput) {
+  if (!cc_test::have_gpu()) GTEST_SKIP() << "no GPU visible";
+  // (1, 4096, 256): NVIDIA's re-balanced and short-strip grids; seq_idx: the mask kernel before each.
+  for (bool cl : {false, true})
+    for (bool seq : {false, true}) {
+      SCOPED_TRACE(std::string(cl ? "channel-last" : "channel-first") + (seq ? ", seq_idx" : ""));
+      const Case c{DType::kFloat32, DType::kFloat32, 4, cl, true, true, false, seq, 1, 4096, 256};
+      Problem cpu(c), gpu(c);
+      Buffer ping = cpu.x, pong = cpu.out;
+      causal_conv1d::FwdParams p = cpu.p;
+      for (int k = 0; k < kChain; ++k) {  // ping -> pong -> ping ...
+        p.x = (k % 2 ? pong : ping).data(), p.out = (k % 2 ? ping : pong).data();
+        ASSERT_EQ(causal_conv1d::cpu::launch_fwd(p, causal_conv1d::cpu::serial_for), 0);
+      }
+      DeviceBuffer d_ping(gpu.x.bytes), d_pong(gpu.out.bytes), w(gpu.w.bytes), bias(gpu.bias.bytes), ids(gpu.seq);
+      causal_conv1d::FwdParams q = gpu.p;
+      q.weight = w.ptr, q.bias = bias.ptr;
+      if (seq) q.seq_idx = static_cast<const int32_t*>(ids.ptr);
+      int64_t bytes = 0;
+      CC_GPU_OK(causal_conv1d::gpu::fwd_workspace_bytes(q, cc_test::device0(), &bytes));
+      DeviceBuffer workspace(static_cast<size_t>(bytes));
+      for (int k = 0; k < kChain; ++k) {
+        q.x = (k % 2 ? d_pong : d_ping).ptr, q.out = (k % 2 ? d_ping : d_pong).ptr;
+        CC_GPU_OK(causal_conv1d::gpu::launch_fwd(q, workspace.ptr, cc_test::device0(), nullptr));
+      }
+      CC_GPU_OK(causal_conv1d::gpu::device_synchronize());
+      Buffer got = ping;
+      got.bytes = d_ping.to_host<uint8_t>();  // kChain even: the last output is in ping
+      expect_close_buffers(got, ping, kChain * cc_test::tolerance(c.xt), "out of the last forward");
+    }
+}
+
+TEST(GpuChained, BackwardReadsThePreviousDx) {
+  if (!cc_test::have_gpu()) GTEST_SKIP() << "no GPU visible";
+  // dout of each backward the dx of the one before; dweight / dbias summed over the chain. The
+  // channel-first walk lets the kernel after it start once it has waited (its states pass, or here
+  // the next call's walk), and with seq_idx reads its data before it waits for the mask kernel.
+  for (bool cl : {false, true})
+    for (bool seq : {false, true}) {
+      SCOPED_TRACE(std::string(cl ? "channel-last" : "channel-first") + (seq ? ", seq_idx" : ""));
+      const Case c{DType::kFloat32, DType::kFloat32, 4, cl, true, true, false, seq, 1, 4096, 256};
+      cc_test::BwdProblem cpu(c), gpu(c);
+      Buffer ping = cpu.dout, pong = cpu.dx;
+      causal_conv1d::BwdParams p = cpu.p;
+      for (int k = 0; k < kChain; ++k) {
+        p.dout = (k % 2 ? pong : ping).data(), p.dx = (k % 2 ? ping : pong).data();
+        ASSERT_EQ(causal_conv1d::cpu::launch_bwd(p, causal_conv1d::cpu::serial_for), 0);
+      }
+      const cc_test::Problem& f = gpu.fwd;
+      DeviceBuffer x(f.x.bytes), w(f.w.bytes), bias(f.bias.bytes), d_ping(gpu.dout.bytes), d_pong(gpu.dx.bytes),
+          dweight(gpu.dweight), dbias(gpu.dbias);
+      DeviceBuffer ids(f.seq);
+      causal_conv1d::BwdParams q = gpu.p;
+      q.f.x = x.ptr, q.f.weight = w.ptr, q.f.bias = bias.ptr;
+      if (seq) q.f.seq_idx = static_cast<const int32_t*>(ids.ptr);
+      q.dweight = static_cast<float*>(dweight.ptr), q.dbias = static_cast<float*>(dbias.ptr);
+      int64_t elems = 0;
+      CC_GPU_OK(causal_conv1d::gpu::bwd_workspace_elems(q, cc_test::device0(), &elems));
+      DeviceBuffer workspace(size_t(elems) * sizeof(float));
+      q.workspace = static_cast<float*>(workspace.ptr);
+      for (int k = 0; k < kChain; ++k) {
+        q.dout = (k % 2 ? d_pong : d_ping).ptr, q.dx = (k % 2 ? d_ping : d_pong).ptr;
+        CC_GPU_OK(causal_conv1d::gpu::launch_bwd(q, cc_test::device0(), nullptr));
+      }
+      CC_GPU_OK(causal_conv1d::gpu::device_synchronize());
+      const double tol = kChain * cc_test::tolerance(c.xt);
+      Buffer got = ping;
+      got.bytes = d_ping.to_host<uint8_t>();
+      expect_close_buffers(got, ping, tol, "dx of the last backward");
+      const std::vector<float> dw = dweight.to_host<float>(), db = dbias.to_host<float>();
+      double scale = 1.0;
+      for (float v : cpu.dweight) scale = std::max(scale, double(std::fabs(v)));
+      for (size_t i = 0; i < dw.size(); ++i) ASSERT_NEAR(dw[i], cpu.dweight[i], tol * scale) << "dweight[" << i << "]";
+      for (size_t i = 0; i < db.size(); ++i) ASSERT_NEAR(db[i], cpu.dbias[i], tol * scale) << "dbias[" << i << "]";
+    }
+}
+
+TEST(GpuChained, UpdatesReadTheStateThePreviousOneWrote) {
+  if (!cc_test::have_gpu()) GTEST_SKIP() << "no GPU visible";
+  // Decode steps on one conv_state, each with its own token and output: one row a thread (batch
+  // 16) and the rows' loop (batch 300), 16-bit (the 8-byte kernels from batch 64 on NVIDIA) and
+  // fp32; a longer state (the general kernel's single-token path).
+  constexpr int kSteps = 8;
+  for (const UpdateCase& c :
+       std::vector<UpdateCase>{{DType::kBFloat16, DType::kBFloat16, 4, 16, 1024, 1, 3, false, false, true},
+                               {DType::kFloat16, DType::kFloat16, 4, 300, 512, 1, 4, false, true, true},
+                               {DType::kFloat32, DType::kFloat32, 3, 64, 256, 1, 2, false, false, false},
+                               {DType::kBFloat16, DType::kFloat32, 4, 5, 100, 1, 5, false, false, true}}) {
+    SCOPED_TRACE(cc_test::update_case_name({c, 0}));
+    UpdateProblem cpu(c), gpu(c);
+    std::vector<Buffer> xs, outs_cpu;
+    causal_conv1d::UpdateParams p = cpu.p;
+    for (int k = 0; k < kSteps; ++k) {
+      xs.push_back(cc_test::random_buffer(c.xt, cpu.x.size(), 100 + k));
+      outs_cpu.push_back(cpu.out);
+      p.x = xs[k].data(), p.out = outs_cpu[k].data();
+      ASSERT_EQ(causal_conv1d::cpu::launch_update(p, causal_conv1d::cpu::serial_for), 0);
+    }
+    DeviceBuffer w(gpu.w.bytes), bias(gpu.bias.bytes), state(gpu.state.bytes), idx(gpu.indices);
+    std::vector<std::unique_ptr<DeviceBuffer>> d_xs, d_outs;
+    causal_conv1d::UpdateParams q = gpu.p;
+    q.weight = w.ptr, q.bias = bias.ptr, q.conv_state = state.ptr;
+    if (q.conv_state_indices) q.conv_state_indices = static_cast<const int32_t*>(idx.ptr);
+    for (int k = 0; k < kSteps; ++k) {
+      d_xs.push_back(std::make_unique<DeviceBuffer>(xs[k].bytes));
+      d_outs.push_back(std::make_unique<DeviceBuffer>(gpu.out.bytes));
+    }
+    for (int k = 0; k < kSteps; ++k) {
+      q.x = d_xs[k]->ptr, q.out = d_outs[k]->ptr;
+      CC_GPU_OK(causal_conv1d::gpu::launch_update(q, cc_test::device0(), nullptr));
+    }
+    CC_GPU_OK(causal_conv1d::gpu::device_synchronize());
+    for (int k = 0; k < kSteps; ++k) {
+      Buffer got = outs_cpu[k];
+      got.bytes = d_outs[k]->to_host<uint8_t>();
+      expect_close_buffers(got, outs_cpu[k], cc_test::tolerance(c.xt), ("out of step " + std::to_string(k)).c_str());
+    }
+    EXPECT_EQ(state.to_host<uint8_t>(), cpu.state.bytes) << "conv_state after the steps";
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -566,7 +696,11 @@ TEST(GpuEntryChecks, ForwardStripsAndPrefetchDistance) {
   EXPECT_EQ(strips(DType::kFloat32, 8, 4096, 4096), kCuda ? V({4, 8, 1, 4}) : V({1, 16, 2, 2}));
   EXPECT_EQ(strips(DType::kFloat32, 16, 2048, 2048), kCuda ? V({2, 8, 1, 4}) : V({1, 16, 1, 2}));
   EXPECT_EQ(strips(DType::kFloat32, 1, 8192, 16384), kCuda ? V({4, 16, 2, 2}) : V({1, 22, 6, 2}));
-  EXPECT_EQ(strips(DType::kFloat32, 2, 8192, 1024), V({1, 8, 1, 2}));
+  // fp32 rows too short to interleave: strips of 4 iterations at most (NVIDIA's short_iters_fp32).
+  EXPECT_EQ(strips(DType::kFloat32, 2, 8192, 1024), kCuda ? V({1, 4, 2, 2}) : V({1, 8, 1, 2}));
+  EXPECT_EQ(strips(DType::kFloat32, 8, 2048, 1536), kCuda ? V({1, 4, 3, 2}) : V({1, 12, 1, 2}));
+  EXPECT_EQ(strips(DType::kFloat32, 1, 8192, 512), V({1, 4, 1, 2}));
+  EXPECT_EQ(strips(DType::kBFloat16, 16, 2048, 2048), V({1, 8, 1, 2}));
   EXPECT_EQ(strips(DType::kBFloat16, 8, 4096, 4096), kCuda ? V({2, 8, 1, 4}) : V({1, 16, 1, 2}));
   EXPECT_EQ(strips(DType::kBFloat16, 4, 5376, 8192), kCuda ? V({4, 8, 1, 4}) : V({1, 16, 2, 2}));
   EXPECT_EQ(strips(DType::kBFloat16, 1, 8192, 16384), kCuda ? V({4, 16, 1, 2}) : V({1, 22, 3, 2}));

@@ -5,6 +5,7 @@
 // The backend comes from the generated build_config.h (cmake/build_config.h.in).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "causal_conv1d/build_config.h"
@@ -221,6 +222,12 @@ inline int launch_status() {
 // touches memory that kernel writes (after the wait, all of that kernel's writes are visible).
 // Elsewhere (AMD, older NVIDIA, code compiled for an older virtual arch) the two calls do nothing
 // and the launch is an ordinary stream-ordered one.
+// Every kernel of ours is launched this way, so its launch and setup overlap the end of whatever
+// ran before it on the stream (ours or not), and obeys two rules: no memory access before its
+// wait_prior_kernel (the kernel before may be anyone's, writing or reading anything), and
+// allow_next_kernel only after it (a kernel of ours started by it may read its inputs before its
+// own wait, as the channel-first backward's states pass and the seq_idx walk do: those inputs'
+// writers have finished only once this kernel's wait returned).
 __device__ __forceinline__ void allow_next_kernel() {
 #if CAUSAL_CONV1D_BACKEND_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;");
@@ -235,12 +242,39 @@ __device__ __forceinline__ void wait_prior_kernel() {
 // stream where the code that runs was compiled for sm_90 or later (its PTX version, which is what
 // decides whether wait_prior_kernel waits; a JIT from older PTX does not). Returns a status as
 // launch_status.
+#if CAUSAL_CONV1D_BACKEND_CUDA
+// Whether the code of `kernel` that runs on the current device was compiled for sm_90 or later
+// (then its wait_prior_kernel waits). cudaFuncGetAttributes costs ~0.5 us a call on the host (H200),
+// a tenth of an eager call of ours, so the answer is kept per device: every kernel of the library is
+// built for the same architectures (one CUDA architecture list for all its files), so one kernel's
+// answer is every kernel's. A failed query is not kept (the launch after it reports the error).
+inline bool overlap_capable(const void* kernel) {
+  constexpr int kKnownDevices = 64;
+  static std::atomic<int8_t> known[kKnownDevices];  // 0: not asked yet, 1: yes, 2: no
+  int device = 0;
+  if (cudaGetDevice(&device) != kGpuSuccess) {
+    (void)last_error();
+    return false;
+  }
+  if (device >= 0 && device < kKnownDevices) {
+    const int8_t k = known[device].load(std::memory_order_relaxed);
+    if (k != 0) return k == 1;
+  }
+  cudaFuncAttributes attr;
+  if (cudaFuncGetAttributes(&attr, kernel) != kGpuSuccess) {
+    (void)last_error();  // (the launch reports what is wrong)
+    return false;
+  }
+  const bool yes = attr.ptxVersion >= 90;
+  if (device >= 0 && device < kKnownDevices) known[device].store(yes ? 1 : 2, std::memory_order_relaxed);
+  return yes;
+}
+#endif
+
 template <typename... Params, typename... Args>
 int launch_overlapping(void (*kernel)(Params...), dim3 grid, dim3 block, Stream stream, const Args&... args) {
 #if CAUSAL_CONV1D_BACKEND_CUDA
-  cudaFuncAttributes attr;
-  const Error query = cudaFuncGetAttributes(&attr, kernel);
-  if (query == kGpuSuccess && attr.ptxVersion >= 90) {
+  if (overlap_capable(reinterpret_cast<const void*>(kernel))) {
     cudaLaunchAttribute overlap[1];
     overlap[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     overlap[0].val.programmaticStreamSerializationAllowed = 1;
@@ -254,7 +288,6 @@ int launch_overlapping(void (*kernel)(Params...), dim3 grid, dim3 block, Stream 
     const Error e = cudaLaunchKernelEx(&config, kernel, args...);
     return e == kGpuSuccess ? 0 : static_cast<int>(e);
   }
-  if (query != kGpuSuccess) (void)last_error();  // the launch below reports what is wrong
 #endif
   kernel<<<grid, block, 0, stream>>>(args...);
   return launch_status();
