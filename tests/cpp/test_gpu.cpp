@@ -390,9 +390,11 @@ INSTANTIATE_TEST_SUITE_P(All, GpuUpdate, ::testing::ValuesIn(cc_test::update_cas
 // The kernels start while the kernel before them on the stream still runs (launch_overlapping) and
 // must wait for it before touching memory. Chains of launches on one stream without a
 // synchronization between them, each reading what the one before wrote and writing what that one
-// read, against the same chain on the CPU: a kernel touching memory before its wait would read a
-// stale input or overwrite one still being read. fp32, so that the chain's roundings stay far below
-// what a stale row changes (tolerance: one rounding a launch).
+// read (a decode loop, a training step), against the same chain on the CPU. These do not prove the
+// waits' placement: mutants without them passed these tests in 10-20 repeats on an H200 (the race
+// window is the kernel before's last blocks; benchmarks/NOTES.md, forty-fourth session), so that
+// rests on the rule in gpu_runtime.h. fp32, so that the chain's roundings stay far below what a
+// stale row changes (tolerance: one rounding a launch).
 constexpr int kChain = 4;
 
 TEST(GpuChained, ForwardReadsThePreviousOutput) {
