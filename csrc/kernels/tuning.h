@@ -128,7 +128,7 @@ __host__ __device__ constexpr FwdCfTuning fwd_cf_tuning(ArchFamily f) {
     // As landed (results run of 2026-11-28, two rounds of the timing script and bench.py): fp32
     // (8, 4096, 4096) 262.5-263.1 us against upstream 265.6-266.2, (16, 2048, 2048) 134.6-135.8
     // against 135.0-135.6, bf16 (8, 4096, 4096) 134.4-135.0 against 136.7-137.2.
-    // fp32 rows too short to interleave (fewer than 16 iterations: L < 2048) in strips of 4
+    // fp32 rows too short to interleave (at most 14 iterations: L <= 1792 when aligned) in strips of 4
     // iterations at most, not one strip a row: twice the warps of half the walk each. H200, kernel
     // timer, in a CUDA graph, alternated in two or three rounds on each of two machines: fp32 (2,
     // 8192, 1024) 36.12-36.20 -> 35.29-35.37 us (second machine 36.30-36.31 -> 35.55), (4, 4096,

@@ -391,10 +391,10 @@ INSTANTIATE_TEST_SUITE_P(All, GpuUpdate, ::testing::ValuesIn(cc_test::update_cas
 // must wait for it before touching memory. Chains of launches on one stream without a
 // synchronization between them, each reading what the one before wrote and writing what that one
 // read (a decode loop, a training step), against the same chain on the CPU. These do not prove the
-// waits' placement: mutants without them passed these tests in 10-20 repeats on an H200 (the race
-// window is the kernel before's last blocks; benchmarks/NOTES.md, forty-fourth session), so that
-// rests on the rule in gpu_runtime.h. fp32, so that the chain's roundings stay far below what a
-// stale row changes (tolerance: one rounding a launch).
+// waits' placement: they launch on the legacy default stream, where the driver does not overlap
+// kernels, and mutants without the waits passed them (benchmarks/NOTES.md, forty-fourth session);
+// that rests on the rule in gpu_runtime.h until they run on a stream that overlaps. fp32, so that
+// the chain's roundings stay far below what a stale row changes (tolerance: one rounding a launch).
 constexpr int kChain = 4;
 
 TEST(GpuChained, ForwardReadsThePreviousOutput) {
@@ -433,7 +433,8 @@ TEST(GpuChained, BackwardReadsThePreviousDx) {
   if (!cc_test::have_gpu()) GTEST_SKIP() << "no GPU visible";
   // dout of each backward the dx of the one before; dweight / dbias summed over the chain. The
   // channel-first walk lets the kernel after it start once it has waited (its states pass, or here
-  // the next call's walk), and with seq_idx reads its data before it waits for the mask kernel.
+  // the next call's walk or mask kernel), and with seq_idx reads its data before it waits for the
+  // mask kernel.
   for (bool cl : {false, true})
     for (bool seq : {false, true}) {
       SCOPED_TRACE(std::string(cl ? "channel-last" : "channel-first") + (seq ? ", seq_idx" : ""));

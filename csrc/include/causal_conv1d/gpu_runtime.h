@@ -223,7 +223,9 @@ inline int launch_status() {
 // Elsewhere (AMD, older NVIDIA, code compiled for an older virtual arch) the two calls do nothing
 // and the launch is an ordinary stream-ordered one.
 // Every kernel of ours is launched this way, so its launch and setup overlap the end of whatever
-// ran before it on the stream (ours or not), and obeys two rules: no memory access before its
+// ran before it on the stream (ours or not; not on the legacy default stream, where the driver
+// runs them one after the other: an H200 probe, benchmarks/NOTES.md, forty-fourth session), and
+// obeys two rules: no memory access before its
 // wait_prior_kernel (the kernel before may be anyone's, writing or reading anything), and
 // allow_next_kernel only after it (a kernel of ours started by it may read its inputs before its
 // own wait, as the channel-first backward's states pass and the seq_idx walk do: those inputs'
@@ -286,6 +288,7 @@ int launch_overlapping(void (*kernel)(Params...), dim3 grid, dim3 block, Stream 
     config.attrs = overlap;
     config.numAttrs = 1;
     const Error e = cudaLaunchKernelEx(&config, kernel, args...);
+    if (e != kGpuSuccess) (void)last_error();  // (returned, not left for the next launch check to find)
     return e == kGpuSuccess ? 0 : static_cast<int>(e);
   }
 #endif
