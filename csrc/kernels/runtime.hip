@@ -1,4 +1,5 @@
-// Device queries, memory helpers and error text for the GPU library (no kernels here).
+// Device queries, memory helpers and error text for the GPU library, and the tests' late copy (the
+// one kernel here).
 #include <cstdio>
 
 #include "causal_conv1d/arch_check.h"
@@ -64,5 +65,55 @@ int copy_to_device(void* dst, const void* src, size_t bytes) {
 }
 int copy_to_host(void* dst, const void* src, size_t bytes) { return static_cast<int>(gpu_memcpy_d2h(dst, src, bytes)); }
 int device_synchronize() { return static_cast<int>(gpu_synchronize()); }
+int stream_create(void** stream) {
+  Stream s{};
+  const Error e = gpu_stream_create(&s);
+  *stream = e == kGpuSuccess ? static_cast<void*>(s) : nullptr;
+  return static_cast<int>(e);
+}
+int stream_destroy(void* stream) { return static_cast<int>(gpu_stream_destroy(static_cast<Stream>(stream))); }
+
+namespace {
+
+struct LateCopyArgs {
+  void* dst[kLateCopyBuffers];
+  const void* src[kLateCopyBuffers];
+  size_t bytes[kLateCopyBuffers];
+  int n;
+  int64_t spin_ns;
+};
+
+// Lets the kernel after it start at once, then copies after spin_ns (launch_late_copy).
+__global__ void late_copy_kernel(LateCopyArgs a) {
+  allow_next_kernel();
+#if CAUSAL_CONV1D_BACKEND_CUDA && defined(__CUDA_ARCH__)
+  auto now = [] {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+  };
+  const uint64_t t0 = now();
+  while (now() - t0 < uint64_t(a.spin_ns)) {
+  }
+#endif
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  for (int i = 0; i < a.n; ++i) {
+    auto* d = static_cast<unsigned char*>(a.dst[i]);
+    const auto* s = static_cast<const unsigned char*>(a.src[i]);
+    for (size_t j = size_t(blockIdx.x) * blockDim.x + threadIdx.x; j < a.bytes[i]; j += stride) d[j] = s[j];
+  }
+}
+
+}  // namespace
+
+int launch_late_copy(void* const* dst, const void* const* src, const size_t* bytes, int n, int64_t spin_ns,
+                     void* stream) {
+  if (n < 0 || n > kLateCopyBuffers) return kErrInvalidParams;
+  LateCopyArgs a{};
+  for (int i = 0; i < n; ++i) a.dst[i] = dst[i], a.src[i] = src[i], a.bytes[i] = bytes[i];
+  a.n = n, a.spin_ns = spin_ns;
+  late_copy_kernel<<<128, 256, 0, static_cast<Stream>(stream)>>>(a);
+  return launch_status();
+}
 
 }  // namespace causal_conv1d::gpu

@@ -390,12 +390,163 @@ INSTANTIATE_TEST_SUITE_P(All, GpuUpdate, ::testing::ValuesIn(cc_test::update_cas
 // The kernels start while the kernel before them on the stream still runs (launch_overlapping) and
 // must wait for it before touching memory. Chains of launches on one stream without a
 // synchronization between them, each reading what the one before wrote and writing what that one
-// read (a decode loop, a training step), against the same chain on the CPU. These do not prove the
-// waits' placement: they launch on the legacy default stream, where the driver does not overlap
-// kernels, and mutants without the waits passed them (benchmarks/NOTES.md, forty-fourth session);
-// that rests on the rule in gpu_runtime.h until they run on a stream that overlaps. fp32, so that
-// the chain's roundings stay far below what a stale row changes (tolerance: one rounding a launch).
+// read (a decode loop, a training step), against the same chain on the CPU, on a stream of their
+// own (on the legacy default stream NVIDIA's driver never overlaps two kernels). Our kernels let the
+// next start only once their blocks exit (or early, after their own wait), so these check the
+// chains' results, not where the waits are: mutants without them passed these (benchmarks/NOTES.md,
+// forty-fourth session); GpuLaunchOrder below catches those. fp32, so that the chain's roundings
+// stay far below what a stale row changes (tolerance: one rounding a launch).
 constexpr int kChain = 4;
+
+struct ChainStream {
+  void* s = nullptr;
+  ChainStream() { EXPECT_EQ(causal_conv1d::gpu::stream_create(&s), 0); }
+  ~ChainStream() {
+    if (s) causal_conv1d::gpu::stream_destroy(s);
+  }
+  ChainStream(const ChainStream&) = delete;
+  ChainStream& operator=(const ChainStream&) = delete;
+};
+
+// The launch order itself: a kernel before ours lets ours start at once and writes our inputs
+// (poisoned until then: 0xFF bytes, NaN floats and -1 ids) only 50 us later (launch_late_copy), on
+// a stream of our own. Ours must wait for it before reading any of them; a kernel that read one
+// before its wait would compute from the poison.
+struct LateInputs {
+  std::vector<std::unique_ptr<DeviceBuffer>> staging;
+  std::vector<void*> dst;
+  std::vector<const void*> src;
+  std::vector<size_t> bytes;
+  void add(void* d, const std::vector<uint8_t>& real) {
+    staging.push_back(std::make_unique<DeviceBuffer>(real));
+    const std::vector<uint8_t> poison(real.size(), 0xFF);
+    EXPECT_EQ(causal_conv1d::gpu::copy_to_device(d, poison.data(), poison.size()), 0);
+    dst.push_back(d), src.push_back(staging.back()->ptr), bytes.push_back(real.size());
+  }
+  void add(void* d, const std::vector<int32_t>& ids) {
+    std::vector<uint8_t> b(ids.size() * sizeof(int32_t));
+    std::memcpy(b.data(), ids.data(), b.size());
+    add(d, b);
+  }
+  int launch(void* stream) const {
+    return causal_conv1d::gpu::launch_late_copy(dst.data(), src.data(), bytes.data(), int(dst.size()), 50000, stream);
+  }
+};
+
+TEST(GpuLaunchOrder, ForwardWaitsForTheKernelBefore) {
+  if (!cc_test::have_gpu()) GTEST_SKIP() << "no GPU visible";
+  for (bool cl : {false, true})
+    for (bool seq : {false, true}) {
+      SCOPED_TRACE(std::string(cl ? "channel-last" : "channel-first") + (seq ? ", seq_idx" : ", states"));
+      const Case c{DType::kFloat32, DType::kFloat32, 4, cl, true, true, !seq, seq, 1, 4096, 256};
+      Problem cpu(c), gpu(c);
+      ASSERT_EQ(causal_conv1d::cpu::launch_fwd(cpu.p, causal_conv1d::cpu::serial_for), 0);
+      DeviceBuffer x(gpu.x.bytes.size()), w(gpu.w.bytes.size()), bias(gpu.bias.bytes), init(gpu.init.bytes.size()),
+          ids(gpu.seq.size() * sizeof(int32_t)), out(gpu.out.bytes), fin(gpu.final_states.bytes);
+      causal_conv1d::FwdParams q = gpu.p;
+      q.x = x.ptr, q.weight = w.ptr, q.bias = bias.ptr, q.out = out.ptr;
+      LateInputs late;
+      late.add(x.ptr, gpu.x.bytes), late.add(w.ptr, gpu.w.bytes);
+      if (seq) late.add(ids.ptr, gpu.seq), q.seq_idx = static_cast<const int32_t*>(ids.ptr);
+      if (!seq) late.add(init.ptr, gpu.init.bytes), q.initial_states = init.ptr, q.final_states = fin.ptr;
+      int64_t bytes = 0;
+      CC_GPU_OK(causal_conv1d::gpu::fwd_workspace_bytes(q, cc_test::device0(), &bytes));
+      DeviceBuffer workspace(static_cast<size_t>(bytes));
+      ChainStream stream;
+      CC_GPU_OK(late.launch(stream.s));
+      CC_GPU_OK(causal_conv1d::gpu::launch_fwd(q, workspace.ptr, cc_test::device0(), stream.s));
+      CC_GPU_OK(causal_conv1d::gpu::device_synchronize());
+      gpu.out.bytes = out.to_host<uint8_t>();
+      expect_close_buffers(gpu.out, cpu.out, cc_test::tolerance(c.xt), "out");
+      if (!seq) EXPECT_EQ(fin.to_host<uint8_t>(), cpu.final_states.bytes) << "final states";
+    }
+}
+
+TEST(GpuLaunchOrder, BackwardWaitsForTheKernelBefore) {
+  if (!cc_test::have_gpu()) GTEST_SKIP() << "no GPU visible";
+  struct Variant {
+    bool cl, seq, states, det;
+  };
+  for (const Variant& v : std::vector<Variant>{{false, false, false, false},
+                                               {false, true, false, false},
+                                               {false, false, true, true},
+                                               {true, false, false, false},
+                                               {true, true, false, false},
+                                               {true, false, true, true}}) {
+    SCOPED_TRACE(std::string(v.cl ? "channel-last" : "channel-first") + (v.seq ? ", seq_idx" : "") +
+                 (v.states ? ", states" : "") + (v.det ? ", deterministic" : ""));
+    const Case c{DType::kFloat32, DType::kFloat32, 4, v.cl, true, true, v.states, v.seq, 1, 4096, 256};
+    cc_test::BwdProblem cpu(c), gpu(c);
+    ASSERT_EQ(causal_conv1d::cpu::launch_bwd(cpu.p, causal_conv1d::cpu::serial_for), 0);
+    const cc_test::Problem& f = gpu.fwd;
+    DeviceBuffer x(f.x.bytes.size()), w(f.w.bytes.size()), bias(f.bias.bytes), dout(gpu.dout.bytes.size()),
+        dx(gpu.dx.bytes), ids(f.seq.size() * sizeof(int32_t)), init(f.init.bytes.size()), dinit(gpu.dinit.bytes),
+        dfinal(gpu.dfinal.bytes.size()), dweight(gpu.dweight), dbias(gpu.dbias);
+    causal_conv1d::BwdParams q = gpu.p;
+    q.f.x = x.ptr, q.f.weight = w.ptr, q.f.bias = bias.ptr, q.dout = dout.ptr, q.dx = dx.ptr;
+    q.dweight = static_cast<float*>(dweight.ptr), q.dbias = static_cast<float*>(dbias.ptr);
+    q.deterministic = v.det;
+    LateInputs late;
+    late.add(x.ptr, f.x.bytes), late.add(w.ptr, f.w.bytes), late.add(dout.ptr, gpu.dout.bytes);
+    if (v.seq) late.add(ids.ptr, f.seq), q.f.seq_idx = static_cast<const int32_t*>(ids.ptr);
+    if (v.states) {
+      late.add(init.ptr, f.init.bytes), late.add(dfinal.ptr, gpu.dfinal.bytes);
+      q.f.initial_states = init.ptr, q.dinitial_states = dinit.ptr, q.dfinal_states = dfinal.ptr;
+    }
+    int64_t elems = 0;
+    CC_GPU_OK(causal_conv1d::gpu::bwd_workspace_elems(q, cc_test::device0(), &elems));
+    DeviceBuffer workspace(size_t(elems) * sizeof(float));
+    q.workspace = static_cast<float*>(workspace.ptr);
+    ChainStream stream;
+    CC_GPU_OK(late.launch(stream.s));
+    CC_GPU_OK(causal_conv1d::gpu::launch_bwd(q, cc_test::device0(), stream.s));
+    CC_GPU_OK(causal_conv1d::gpu::device_synchronize());
+    const double tol = cc_test::tolerance(c.xt) + cc_test::tolerance(c.wt);
+    gpu.dx.bytes = dx.to_host<uint8_t>();
+    expect_close_buffers(gpu.dx, cpu.dx, tol, "dx");
+    if (v.states) {
+      gpu.dinit.bytes = dinit.to_host<uint8_t>();
+      expect_close_buffers(gpu.dinit, cpu.dinit, tol, "dinitial_states");
+    }
+    // (Counted, not asserted: every variant runs.)
+    double scale = 1.0;
+    for (float e : cpu.dweight) scale = std::max(scale, double(std::fabs(e)));
+    auto off = [&](const std::vector<float>& got, const std::vector<float>& want) {
+      size_t bad = 0;
+      for (size_t i = 0; i < got.size(); ++i) bad += !(std::fabs(got[i] - want[i]) <= tol * scale);
+      return bad;
+    };
+    EXPECT_EQ(off(dweight.to_host<float>(), cpu.dweight), 0u) << "dweight elements off";
+    EXPECT_EQ(off(dbias.to_host<float>(), cpu.dbias), 0u) << "dbias elements off";
+  }
+}
+
+TEST(GpuLaunchOrder, UpdateWaitsForTheKernelBefore) {
+  if (!cc_test::have_gpu()) GTEST_SKIP() << "no GPU visible";
+  for (const UpdateCase& c :
+       std::vector<UpdateCase>{{DType::kBFloat16, DType::kBFloat16, 4, 16, 1024, 1, 3, false, false, true},
+                               {DType::kFloat16, DType::kFloat16, 4, 300, 512, 1, 4, false, true, true},
+                               {DType::kBFloat16, DType::kFloat32, 4, 5, 100, 1, 5, false, false, true}}) {
+    SCOPED_TRACE(cc_test::update_case_name({c, 0}));
+    UpdateProblem cpu(c), gpu(c);
+    ASSERT_EQ(causal_conv1d::cpu::launch_update(cpu.p, causal_conv1d::cpu::serial_for), 0);
+    DeviceBuffer x(gpu.x.bytes.size()), w(gpu.w.bytes.size()), bias(gpu.bias.bytes), state(gpu.state.bytes.size()),
+        out(gpu.out.bytes), idx(gpu.indices.size() * sizeof(int32_t));
+    causal_conv1d::UpdateParams q = gpu.p;
+    q.x = x.ptr, q.weight = w.ptr, q.bias = bias.ptr, q.conv_state = state.ptr, q.out = out.ptr;
+    LateInputs late;
+    late.add(x.ptr, gpu.x.bytes), late.add(w.ptr, gpu.w.bytes), late.add(state.ptr, gpu.state.bytes);
+    if (q.conv_state_indices)
+      late.add(idx.ptr, gpu.indices), q.conv_state_indices = static_cast<const int32_t*>(idx.ptr);
+    ChainStream stream;
+    CC_GPU_OK(late.launch(stream.s));
+    CC_GPU_OK(causal_conv1d::gpu::launch_update(q, cc_test::device0(), stream.s));
+    CC_GPU_OK(causal_conv1d::gpu::device_synchronize());
+    gpu.out.bytes = out.to_host<uint8_t>();
+    expect_close_buffers(gpu.out, cpu.out, cc_test::tolerance(c.xt), "out");
+    EXPECT_EQ(state.to_host<uint8_t>(), cpu.state.bytes) << "conv_state";
+  }
+}
 
 TEST(GpuChained, ForwardReadsThePreviousOutput) {
   if (!cc_test::have_gpu()) GTEST_SKIP() << "no GPU visible";
@@ -418,9 +569,10 @@ TEST(GpuChained, ForwardReadsThePreviousOutput) {
       int64_t bytes = 0;
       CC_GPU_OK(causal_conv1d::gpu::fwd_workspace_bytes(q, cc_test::device0(), &bytes));
       DeviceBuffer workspace(static_cast<size_t>(bytes));
+      ChainStream stream;
       for (int k = 0; k < kChain; ++k) {
         q.x = (k % 2 ? d_pong : d_ping).ptr, q.out = (k % 2 ? d_ping : d_pong).ptr;
-        CC_GPU_OK(causal_conv1d::gpu::launch_fwd(q, workspace.ptr, cc_test::device0(), nullptr));
+        CC_GPU_OK(causal_conv1d::gpu::launch_fwd(q, workspace.ptr, cc_test::device0(), stream.s));
       }
       CC_GPU_OK(causal_conv1d::gpu::device_synchronize());
       Buffer got = ping;
@@ -434,45 +586,65 @@ TEST(GpuChained, BackwardReadsThePreviousDx) {
   // dout of each backward the dx of the one before; dweight / dbias summed over the chain. The
   // channel-first walk lets the kernel after it start once it has waited (its states pass, or here
   // the next call's walk or mask kernel), and with seq_idx reads its data before it waits for the
-  // mask kernel.
-  for (bool cl : {false, true})
-    for (bool seq : {false, true}) {
-      SCOPED_TRACE(std::string(cl ? "channel-last" : "channel-first") + (seq ? ", seq_idx" : ""));
-      const Case c{DType::kFloat32, DType::kFloat32, 4, cl, true, true, false, seq, 1, 4096, 256};
-      cc_test::BwdProblem cpu(c), gpu(c);
-      Buffer ping = cpu.dout, pong = cpu.dx;
-      causal_conv1d::BwdParams p = cpu.p;
-      for (int k = 0; k < kChain; ++k) {
-        p.dout = (k % 2 ? pong : ping).data(), p.dx = (k % 2 ? ping : pong).data();
-        ASSERT_EQ(causal_conv1d::cpu::launch_bwd(p, causal_conv1d::cpu::serial_for), 0);
-      }
-      const cc_test::Problem& f = gpu.fwd;
-      DeviceBuffer x(f.x.bytes), w(f.w.bytes), bias(f.bias.bytes), d_ping(gpu.dout.bytes), d_pong(gpu.dx.bytes),
-          dweight(gpu.dweight), dbias(gpu.dbias);
-      DeviceBuffer ids(f.seq);
-      causal_conv1d::BwdParams q = gpu.p;
-      q.f.x = x.ptr, q.f.weight = w.ptr, q.f.bias = bias.ptr;
-      if (seq) q.f.seq_idx = static_cast<const int32_t*>(ids.ptr);
-      q.dweight = static_cast<float*>(dweight.ptr), q.dbias = static_cast<float*>(dbias.ptr);
-      int64_t elems = 0;
-      CC_GPU_OK(causal_conv1d::gpu::bwd_workspace_elems(q, cc_test::device0(), &elems));
-      DeviceBuffer workspace(size_t(elems) * sizeof(float));
-      q.workspace = static_cast<float*>(workspace.ptr);
-      for (int k = 0; k < kChain; ++k) {
-        q.dout = (k % 2 ? d_pong : d_ping).ptr, q.dx = (k % 2 ? d_ping : d_pong).ptr;
-        CC_GPU_OK(causal_conv1d::gpu::launch_bwd(q, cc_test::device0(), nullptr));
-      }
-      CC_GPU_OK(causal_conv1d::gpu::device_synchronize());
-      const double tol = kChain * cc_test::tolerance(c.xt);
-      Buffer got = ping;
-      got.bytes = d_ping.to_host<uint8_t>();
-      expect_close_buffers(got, ping, tol, "dx of the last backward");
-      const std::vector<float> dw = dweight.to_host<float>(), db = dbias.to_host<float>();
-      double scale = 1.0;
-      for (float v : cpu.dweight) scale = std::max(scale, double(std::fabs(v)));
-      for (size_t i = 0; i < dw.size(); ++i) ASSERT_NEAR(dw[i], cpu.dweight[i], tol * scale) << "dweight[" << i << "]";
-      for (size_t i = 0; i < db.size(); ++i) ASSERT_NEAR(db[i], cpu.dbias[i], tol * scale) << "dbias[" << i << "]";
+  // mask kernel; the states pass reads x and dout before it waits for the walk; the deterministic
+  // reduction reads the walk's partials.
+  struct Variant {
+    bool cl, seq, states, det;
+  };
+  for (const Variant& v : std::vector<Variant>{{false, false, false, false},
+                                               {false, true, false, false},
+                                               {false, false, true, false},
+                                               {false, false, false, true},
+                                               {true, false, false, false},
+                                               {true, true, false, false},
+                                               {true, false, true, true}}) {
+    SCOPED_TRACE(std::string(v.cl ? "channel-last" : "channel-first") + (v.seq ? ", seq_idx" : "") +
+                 (v.states ? ", states" : "") + (v.det ? ", deterministic" : ""));
+    const Case c{DType::kFloat32, DType::kFloat32, 4, v.cl, true, true, v.states, v.seq, 1, 4096, 256};
+    cc_test::BwdProblem cpu(c), gpu(c);
+    Buffer ping = cpu.dout, pong = cpu.dx;
+    causal_conv1d::BwdParams p = cpu.p;
+    for (int k = 0; k < kChain; ++k) {
+      p.dout = (k % 2 ? pong : ping).data(), p.dx = (k % 2 ? ping : pong).data();
+      ASSERT_EQ(causal_conv1d::cpu::launch_bwd(p, causal_conv1d::cpu::serial_for), 0);
     }
+    const cc_test::Problem& f = gpu.fwd;
+    DeviceBuffer x(f.x.bytes), w(f.w.bytes), bias(f.bias.bytes), d_ping(gpu.dout.bytes), d_pong(gpu.dx.bytes),
+        dweight(gpu.dweight), dbias(gpu.dbias), ids(f.seq), init(f.init.bytes), dinit(gpu.dinit.bytes),
+        dfinal(gpu.dfinal.bytes);
+    causal_conv1d::BwdParams q = gpu.p;
+    q.f.x = x.ptr, q.f.weight = w.ptr, q.f.bias = bias.ptr;
+    if (v.seq) q.f.seq_idx = static_cast<const int32_t*>(ids.ptr);
+    if (q.f.initial_states) q.f.initial_states = init.ptr;
+    if (q.dinitial_states) q.dinitial_states = dinit.ptr;
+    if (q.dfinal_states) q.dfinal_states = dfinal.ptr;
+    q.dweight = static_cast<float*>(dweight.ptr), q.dbias = static_cast<float*>(dbias.ptr);
+    q.deterministic = v.det;
+    int64_t elems = 0;
+    CC_GPU_OK(causal_conv1d::gpu::bwd_workspace_elems(q, cc_test::device0(), &elems));
+    DeviceBuffer workspace(size_t(elems) * sizeof(float));
+    q.workspace = static_cast<float*>(workspace.ptr);
+    ChainStream stream;
+    for (int k = 0; k < kChain; ++k) {
+      q.dout = (k % 2 ? d_pong : d_ping).ptr, q.dx = (k % 2 ? d_ping : d_pong).ptr;
+      CC_GPU_OK(causal_conv1d::gpu::launch_bwd(q, cc_test::device0(), stream.s));
+    }
+    CC_GPU_OK(causal_conv1d::gpu::device_synchronize());
+    const double tol = kChain * cc_test::tolerance(c.xt);
+    Buffer got = ping;
+    got.bytes = d_ping.to_host<uint8_t>();
+    expect_close_buffers(got, ping, tol, "dx of the last backward");
+    if (v.states) {
+      Buffer got_dinit = cpu.dinit;
+      got_dinit.bytes = dinit.to_host<uint8_t>();
+      expect_close_buffers(got_dinit, cpu.dinit, tol, "dinitial_states of the last backward");
+    }
+    const std::vector<float> dw = dweight.to_host<float>(), db = dbias.to_host<float>();
+    double scale = 1.0;
+    for (float e : cpu.dweight) scale = std::max(scale, double(std::fabs(e)));
+    for (size_t i = 0; i < dw.size(); ++i) ASSERT_NEAR(dw[i], cpu.dweight[i], tol * scale) << "dweight[" << i << "]";
+    for (size_t i = 0; i < db.size(); ++i) ASSERT_NEAR(db[i], cpu.dbias[i], tol * scale) << "dbias[" << i << "]";
+  }
 }
 
 TEST(GpuChained, UpdatesReadTheStateThePreviousOneWrote) {
@@ -505,9 +677,10 @@ TEST(GpuChained, UpdatesReadTheStateThePreviousOneWrote) {
       d_xs.push_back(std::make_unique<DeviceBuffer>(xs[k].bytes));
       d_outs.push_back(std::make_unique<DeviceBuffer>(gpu.out.bytes));
     }
+    ChainStream stream;
     for (int k = 0; k < kSteps; ++k) {
       q.x = d_xs[k]->ptr, q.out = d_outs[k]->ptr;
-      CC_GPU_OK(causal_conv1d::gpu::launch_update(q, cc_test::device0(), nullptr));
+      CC_GPU_OK(causal_conv1d::gpu::launch_update(q, cc_test::device0(), stream.s));
     }
     CC_GPU_OK(causal_conv1d::gpu::device_synchronize());
     for (int k = 0; k < kSteps; ++k) {

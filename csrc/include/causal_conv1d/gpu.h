@@ -32,6 +32,18 @@ int device_free(void* ptr);
 int copy_to_device(void* dst, const void* src, size_t bytes);
 int copy_to_host(void* dst, const void* src, size_t bytes);
 int device_synchronize();
+// A stream of its own (not the legacy default stream, on which NVIDIA's driver never overlaps a
+// kernel with the one before it: launch_overlapping, gpu_runtime.h), and its release.
+int stream_create(void** stream);
+int stream_destroy(void* stream);
+
+// For the tests of the launch order (launch_overlapping, gpu_runtime.h): a kernel that lets the
+// kernel after it on `stream` start at once, then, spin_ns nanoseconds later (NVIDIA; at once
+// elsewhere), copies bytes[i] bytes from src[i] to dst[i] for i < n (n <= kLateCopyBuffers). A
+// kernel launched after it that touched one of the dst before its wait would see their old bytes.
+constexpr int kLateCopyBuffers = 6;
+int launch_late_copy(void* const* dst, const void* const* src, const size_t* bytes, int n, int64_t spin_ns,
+                     void* stream);
 
 // What the launchers need to know of the device (tuning-table row, CU count, wave size), for
 // device index `device`.

@@ -32,6 +32,8 @@ inline Error gpu_free(void* p) { return hipFree(p); }
 inline Error gpu_memcpy_h2d(void* d, const void* s, size_t n) { return hipMemcpy(d, s, n, hipMemcpyHostToDevice); }
 inline Error gpu_memcpy_d2h(void* d, const void* s, size_t n) { return hipMemcpy(d, s, n, hipMemcpyDeviceToHost); }
 inline Error gpu_synchronize() { return hipDeviceSynchronize(); }
+inline Error gpu_stream_create(Stream* s) { return hipStreamCreate(s); }
+inline Error gpu_stream_destroy(Stream s) { return hipStreamDestroy(s); }
 #else
 using Stream = cudaStream_t;
 using Error = cudaError_t;
@@ -44,6 +46,8 @@ inline Error gpu_free(void* p) { return cudaFree(p); }
 inline Error gpu_memcpy_h2d(void* d, const void* s, size_t n) { return cudaMemcpy(d, s, n, cudaMemcpyHostToDevice); }
 inline Error gpu_memcpy_d2h(void* d, const void* s, size_t n) { return cudaMemcpy(d, s, n, cudaMemcpyDeviceToHost); }
 inline Error gpu_synchronize() { return cudaDeviceSynchronize(); }
+inline Error gpu_stream_create(Stream* s) { return cudaStreamCreate(s); }
+inline Error gpu_stream_destroy(Stream s) { return cudaStreamDestroy(s); }
 #endif
 
 // Wave (warp) size of the target being compiled. RDNA (gfx10-12) and NVIDIA run 32 lanes; GCN and
