@@ -108,7 +108,7 @@ __global__ void late_copy_kernel(LateCopyArgs a) {
 
 int launch_late_copy(void* const* dst, const void* const* src, const size_t* bytes, int n, int64_t spin_ns,
                      void* stream) {
-  if (n < 0 || n > kLateCopyBuffers) return kErrInvalidParams;
+  if (n < 0 || n > kLateCopyBuffers || spin_ns < 0) return kErrInvalidParams;
   LateCopyArgs a{};
   for (int i = 0; i < n; ++i) a.dst[i] = dst[i], a.src[i] = src[i], a.bytes[i] = bytes[i];
   a.n = n, a.spin_ns = spin_ns;

@@ -408,10 +408,29 @@ struct ChainStream {
   ChainStream& operator=(const ChainStream&) = delete;
 };
 
+// The backward variants of the launch-order and chained tests, fp32 (1, 4096, 256): the
+// channel-first walk with its mask kernel (seq_idx), its states pass and its deterministic
+// reduction, and the channel-last kernels.
+struct BwdVariant {
+  bool cl, seq, states, det;
+  std::string name() const {
+    return std::string(cl ? "channel-last" : "channel-first") + (seq ? ", seq_idx" : "") + (states ? ", states" : "") +
+           (det ? ", deterministic" : "");
+  }
+  Case fp32_case() const { return {DType::kFloat32, DType::kFloat32, 4, cl, true, true, states, seq, 1, 4096, 256}; }
+};
+std::vector<BwdVariant> bwd_variants() {
+  return {{false, false, false, false}, {false, true, false, false}, {false, false, true, false},
+          {false, false, false, true},  {true, false, false, false}, {true, true, false, false},
+          {true, false, true, true}};
+}
+
 // The launch order itself: a kernel before ours lets ours start at once and writes our inputs
-// (poisoned until then: 0xFF bytes, NaN floats and -1 ids) only 50 us later (launch_late_copy), on
+// (poisoned until then: 0xFF bytes, NaN floats and -1 ids) only 200 us later (launch_late_copy), on
 // a stream of our own. Ours must wait for it before reading any of them; a kernel that read one
-// before its wait would compute from the poison.
+// before its wait would compute from the poison. (Only a launcher's first kernel overlaps the copy;
+// the ones after it, a states pass, a reduction, the walk after the mask kernel, overlap ours.)
+// The device descriptor is taken before the copy starts, so no host work eats the window.
 struct LateInputs {
   std::vector<std::unique_ptr<DeviceBuffer>> staging;
   std::vector<void*> dst;
@@ -429,7 +448,7 @@ struct LateInputs {
     add(d, b);
   }
   int launch(void* stream) const {
-    return causal_conv1d::gpu::launch_late_copy(dst.data(), src.data(), bytes.data(), int(dst.size()), 50000, stream);
+    return causal_conv1d::gpu::launch_late_copy(dst.data(), src.data(), bytes.data(), int(dst.size()), 200000, stream);
   }
 };
 
@@ -441,45 +460,40 @@ TEST(GpuLaunchOrder, ForwardWaitsForTheKernelBefore) {
       const Case c{DType::kFloat32, DType::kFloat32, 4, cl, true, true, !seq, seq, 1, 4096, 256};
       Problem cpu(c), gpu(c);
       ASSERT_EQ(causal_conv1d::cpu::launch_fwd(cpu.p, causal_conv1d::cpu::serial_for), 0);
-      DeviceBuffer x(gpu.x.bytes.size()), w(gpu.w.bytes.size()), bias(gpu.bias.bytes), init(gpu.init.bytes.size()),
-          ids(gpu.seq.size() * sizeof(int32_t)), out(gpu.out.bytes), fin(gpu.final_states.bytes);
+      DeviceBuffer x(gpu.x.bytes.size()), w(gpu.w.bytes.size()), bias(gpu.bias.bytes.size()),
+          init(gpu.init.bytes.size()), ids(gpu.seq.size() * sizeof(int32_t)), out(gpu.out.bytes),
+          fin(gpu.final_states.bytes);
       causal_conv1d::FwdParams q = gpu.p;
       q.x = x.ptr, q.weight = w.ptr, q.bias = bias.ptr, q.out = out.ptr;
       LateInputs late;
-      late.add(x.ptr, gpu.x.bytes), late.add(w.ptr, gpu.w.bytes);
+      late.add(x.ptr, gpu.x.bytes), late.add(w.ptr, gpu.w.bytes), late.add(bias.ptr, gpu.bias.bytes);
       if (seq) late.add(ids.ptr, gpu.seq), q.seq_idx = static_cast<const int32_t*>(ids.ptr);
       if (!seq) late.add(init.ptr, gpu.init.bytes), q.initial_states = init.ptr, q.final_states = fin.ptr;
       int64_t bytes = 0;
       CC_GPU_OK(causal_conv1d::gpu::fwd_workspace_bytes(q, cc_test::device0(), &bytes));
       DeviceBuffer workspace(static_cast<size_t>(bytes));
+      const causal_conv1d::DeviceDesc dev = cc_test::device0();
       ChainStream stream;
       CC_GPU_OK(late.launch(stream.s));
-      CC_GPU_OK(causal_conv1d::gpu::launch_fwd(q, workspace.ptr, cc_test::device0(), stream.s));
+      CC_GPU_OK(causal_conv1d::gpu::launch_fwd(q, workspace.ptr, dev, stream.s));
       CC_GPU_OK(causal_conv1d::gpu::device_synchronize());
       gpu.out.bytes = out.to_host<uint8_t>();
       expect_close_buffers(gpu.out, cpu.out, cc_test::tolerance(c.xt), "out");
-      if (!seq) EXPECT_EQ(fin.to_host<uint8_t>(), cpu.final_states.bytes) << "final states";
+      if (!seq) {
+        EXPECT_EQ(fin.to_host<uint8_t>(), cpu.final_states.bytes) << "final states";
+      }
     }
 }
 
 TEST(GpuLaunchOrder, BackwardWaitsForTheKernelBefore) {
   if (!cc_test::have_gpu()) GTEST_SKIP() << "no GPU visible";
-  struct Variant {
-    bool cl, seq, states, det;
-  };
-  for (const Variant& v : std::vector<Variant>{{false, false, false, false},
-                                               {false, true, false, false},
-                                               {false, false, true, true},
-                                               {true, false, false, false},
-                                               {true, true, false, false},
-                                               {true, false, true, true}}) {
-    SCOPED_TRACE(std::string(v.cl ? "channel-last" : "channel-first") + (v.seq ? ", seq_idx" : "") +
-                 (v.states ? ", states" : "") + (v.det ? ", deterministic" : ""));
-    const Case c{DType::kFloat32, DType::kFloat32, 4, v.cl, true, true, v.states, v.seq, 1, 4096, 256};
+  for (const BwdVariant& v : bwd_variants()) {
+    SCOPED_TRACE(v.name());
+    const Case c = v.fp32_case();
     cc_test::BwdProblem cpu(c), gpu(c);
     ASSERT_EQ(causal_conv1d::cpu::launch_bwd(cpu.p, causal_conv1d::cpu::serial_for), 0);
     const cc_test::Problem& f = gpu.fwd;
-    DeviceBuffer x(f.x.bytes.size()), w(f.w.bytes.size()), bias(f.bias.bytes), dout(gpu.dout.bytes.size()),
+    DeviceBuffer x(f.x.bytes.size()), w(f.w.bytes.size()), bias(f.bias.bytes.size()), dout(gpu.dout.bytes.size()),
         dx(gpu.dx.bytes), ids(f.seq.size() * sizeof(int32_t)), init(f.init.bytes.size()), dinit(gpu.dinit.bytes),
         dfinal(gpu.dfinal.bytes.size()), dweight(gpu.dweight), dbias(gpu.dbias);
     causal_conv1d::BwdParams q = gpu.p;
@@ -487,7 +501,8 @@ TEST(GpuLaunchOrder, BackwardWaitsForTheKernelBefore) {
     q.dweight = static_cast<float*>(dweight.ptr), q.dbias = static_cast<float*>(dbias.ptr);
     q.deterministic = v.det;
     LateInputs late;
-    late.add(x.ptr, f.x.bytes), late.add(w.ptr, f.w.bytes), late.add(dout.ptr, gpu.dout.bytes);
+    late.add(x.ptr, f.x.bytes), late.add(w.ptr, f.w.bytes), late.add(bias.ptr, f.bias.bytes);
+    late.add(dout.ptr, gpu.dout.bytes);
     if (v.seq) late.add(ids.ptr, f.seq), q.f.seq_idx = static_cast<const int32_t*>(ids.ptr);
     if (v.states) {
       late.add(init.ptr, f.init.bytes), late.add(dfinal.ptr, gpu.dfinal.bytes);
@@ -497,9 +512,10 @@ TEST(GpuLaunchOrder, BackwardWaitsForTheKernelBefore) {
     CC_GPU_OK(causal_conv1d::gpu::bwd_workspace_elems(q, cc_test::device0(), &elems));
     DeviceBuffer workspace(size_t(elems) * sizeof(float));
     q.workspace = static_cast<float*>(workspace.ptr);
+    const causal_conv1d::DeviceDesc dev = cc_test::device0();
     ChainStream stream;
     CC_GPU_OK(late.launch(stream.s));
-    CC_GPU_OK(causal_conv1d::gpu::launch_bwd(q, cc_test::device0(), stream.s));
+    CC_GPU_OK(causal_conv1d::gpu::launch_bwd(q, dev, stream.s));
     CC_GPU_OK(causal_conv1d::gpu::device_synchronize());
     const double tol = cc_test::tolerance(c.xt) + cc_test::tolerance(c.wt);
     gpu.dx.bytes = dx.to_host<uint8_t>();
@@ -526,21 +542,27 @@ TEST(GpuLaunchOrder, UpdateWaitsForTheKernelBefore) {
   for (const UpdateCase& c :
        std::vector<UpdateCase>{{DType::kBFloat16, DType::kBFloat16, 4, 16, 1024, 1, 3, false, false, true},
                                {DType::kFloat16, DType::kFloat16, 4, 300, 512, 1, 4, false, true, true},
-                               {DType::kBFloat16, DType::kFloat32, 4, 5, 100, 1, 5, false, false, true}}) {
+                               {DType::kBFloat16, DType::kFloat32, 4, 5, 100, 1, 5, false, false, true},
+                               {DType::kBFloat16, DType::kFloat32, 4, 3, 41, 5, 4, true, false, false}}) {
     SCOPED_TRACE(cc_test::update_case_name({c, 0}));
     UpdateProblem cpu(c), gpu(c);
     ASSERT_EQ(causal_conv1d::cpu::launch_update(cpu.p, causal_conv1d::cpu::serial_for), 0);
-    DeviceBuffer x(gpu.x.bytes.size()), w(gpu.w.bytes.size()), bias(gpu.bias.bytes), state(gpu.state.bytes.size()),
-        out(gpu.out.bytes), idx(gpu.indices.size() * sizeof(int32_t));
+    DeviceBuffer x(gpu.x.bytes.size()), w(gpu.w.bytes.size()), bias(gpu.bias.bytes.size()),
+        state(gpu.state.bytes.size()), out(gpu.out.bytes), idx(gpu.indices.size() * sizeof(int32_t)),
+        seqlens(gpu.cache_seqlens.size() * sizeof(int32_t));
     causal_conv1d::UpdateParams q = gpu.p;
     q.x = x.ptr, q.weight = w.ptr, q.bias = bias.ptr, q.conv_state = state.ptr, q.out = out.ptr;
     LateInputs late;
-    late.add(x.ptr, gpu.x.bytes), late.add(w.ptr, gpu.w.bytes), late.add(state.ptr, gpu.state.bytes);
+    late.add(x.ptr, gpu.x.bytes), late.add(w.ptr, gpu.w.bytes), late.add(bias.ptr, gpu.bias.bytes);
+    late.add(state.ptr, gpu.state.bytes);
+    if (q.cache_seqlens)
+      late.add(seqlens.ptr, gpu.cache_seqlens), q.cache_seqlens = static_cast<const int32_t*>(seqlens.ptr);
     if (q.conv_state_indices)
       late.add(idx.ptr, gpu.indices), q.conv_state_indices = static_cast<const int32_t*>(idx.ptr);
+    const causal_conv1d::DeviceDesc dev = cc_test::device0();
     ChainStream stream;
     CC_GPU_OK(late.launch(stream.s));
-    CC_GPU_OK(causal_conv1d::gpu::launch_update(q, cc_test::device0(), stream.s));
+    CC_GPU_OK(causal_conv1d::gpu::launch_update(q, dev, stream.s));
     CC_GPU_OK(causal_conv1d::gpu::device_synchronize());
     gpu.out.bytes = out.to_host<uint8_t>();
     expect_close_buffers(gpu.out, cpu.out, cc_test::tolerance(c.xt), "out");
@@ -588,19 +610,9 @@ TEST(GpuChained, BackwardReadsThePreviousDx) {
   // the next call's walk or mask kernel), and with seq_idx reads its data before it waits for the
   // mask kernel; the states pass reads x and dout before it waits for the walk; the deterministic
   // reduction reads the walk's partials.
-  struct Variant {
-    bool cl, seq, states, det;
-  };
-  for (const Variant& v : std::vector<Variant>{{false, false, false, false},
-                                               {false, true, false, false},
-                                               {false, false, true, false},
-                                               {false, false, false, true},
-                                               {true, false, false, false},
-                                               {true, true, false, false},
-                                               {true, false, true, true}}) {
-    SCOPED_TRACE(std::string(v.cl ? "channel-last" : "channel-first") + (v.seq ? ", seq_idx" : "") +
-                 (v.states ? ", states" : "") + (v.det ? ", deterministic" : ""));
-    const Case c{DType::kFloat32, DType::kFloat32, 4, v.cl, true, true, v.states, v.seq, 1, 4096, 256};
+  for (const BwdVariant& v : bwd_variants()) {
+    SCOPED_TRACE(v.name());
+    const Case c = v.fp32_case();
     cc_test::BwdProblem cpu(c), gpu(c);
     Buffer ping = cpu.dout, pong = cpu.dx;
     causal_conv1d::BwdParams p = cpu.p;
