@@ -777,6 +777,19 @@ TEST(GpuEntryChecks, UnknownDTypeOrWidthIsRejectedBeforeAnyWork) {
 // The channel-first forward with seq_idx needs its mask workspace: a batch row of seq_mask_row
 // bytes (seqlen + 8 rounded up to 16), and without one (or a misaligned one) the launcher refuses
 // before any work. Channel-last needs none. Null pointers only: no GPU needed.
+// The launch-order tests' late copy rejects more buffers than it holds and a negative wait before
+// it launches anything (a negative spin would have run as a near-endless one).
+TEST(GpuEntryChecks, LateCopyRejectsBadArguments) {
+  namespace gpu = causal_conv1d::gpu;
+  void* dst[gpu::kLateCopyBuffers + 1] = {};
+  const void* src[gpu::kLateCopyBuffers + 1] = {};
+  size_t bytes[gpu::kLateCopyBuffers + 1] = {};
+  EXPECT_EQ(gpu::launch_late_copy(dst, src, bytes, gpu::kLateCopyBuffers + 1, 0, nullptr),
+            causal_conv1d::kErrInvalidParams);
+  EXPECT_EQ(gpu::launch_late_copy(dst, src, bytes, -1, 0, nullptr), causal_conv1d::kErrInvalidParams);
+  EXPECT_EQ(gpu::launch_late_copy(dst, src, bytes, 1, -1, nullptr), causal_conv1d::kErrInvalidParams);
+}
+
 TEST(GpuEntryChecks, ForwardSeqIdxWorkspace) {
   namespace gpu = causal_conv1d::gpu;
   const causal_conv1d::DeviceDesc dev;
